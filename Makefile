@@ -1,0 +1,56 @@
+# Two commands do everything (README): `make demo` and `make test`. Each sets itself up first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV ?= .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+TIMED := tests/harness/timed.sh
+SCENARIO ?= default
+
+.PHONY: help setup test lint unit molecule demo demo-down timings clean
+
+help:
+	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
+	@echo "make test   - lint, unit tests, molecule scenario(s) on real kernels in QEMU"
+	@echo "make lint | unit | molecule [SCENARIO=name] | timings | clean"
+
+## Set-up: Debian packages (only the missing ones) and a pinned virtual environment.
+setup: $(VENV)/.installed
+	@tests/harness/setup-host.sh
+
+$(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt
+	@tests/harness/setup-host.sh
+	@$(TIMED) venv bash -c 'python3 -m venv $(VENV) && $(BIN)/pip install -q --disable-pip-version-check -r requirements-test.txt -c constraints.txt'
+	@touch $@
+
+## The test command (README, .ci/run).
+test: setup
+	@rm -f .cache/timings.txt
+	@$(TIMED) lint $(MAKE) --no-print-directory lint
+	@$(TIMED) unit $(MAKE) --no-print-directory unit
+	@$(TIMED) molecule-$(SCENARIO) $(MAKE) --no-print-directory molecule
+	@$(MAKE) --no-print-directory timings
+
+lint: setup
+	yamllint -s .
+	ansible-lint
+
+unit: setup
+	pytest -q tests/unit
+
+molecule: setup
+	molecule test -s $(SCENARIO)
+
+## The main job against a throwaway VM.
+demo: setup
+	@tests/harness/demo.sh
+
+demo-down:
+	@python3 tests/harness/vm.py down --state .cache/demo/vm
+
+timings:
+	@echo "--- where the time went ---"; cat .cache/timings.txt 2>/dev/null || true
+
+clean: demo-down
+	rm -rf $(VENV) .cache/demo .pytest_cache

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `make demo`: the main job against a throwaway VM of the test harness.
+#   1. boot a Debian 12 VM on a real kernel (tests/harness/vm.py; the image is built once and cached)
+#   2. install the test-only stand-ins for nvidia/nvidia-peermem in it (no GPU here)
+#   3. run site.yml against it with the fixture gdrcopy source (or GDRCOPY_SOURCE_TARBALL)
+#   4. print the host's status; stop the VM unless KEEP_VM=1
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+demo=.cache/demo
+state=$demo/vm
+mkdir -p "$demo"
+
+stop_vm() { [ "${KEEP_VM:-0}" = 1 ] || python3 tests/harness/vm.py down --state "$state"; }
+trap stop_vm EXIT
+
+info=$(python3 tests/harness/vm.py up --state "$state")
+source_json=$(python3 tests/harness/pack_source.py --out "$demo/source")
+
+python3 - "$info" "$source_json" >"$demo/inventory.yml" <<'PY'
+import json, sys
+vm, src = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps({"all": {
+    "hosts": {"gdrcopy-demo": {
+        "ansible_host": vm["address"], "ansible_port": vm["port"], "ansible_user": vm["user"],
+        "ansible_ssh_private_key_file": vm["identity_file"],
+        "ansible_ssh_common_args": f"-o UserKnownHostsFile={vm['known_hosts']} -o StrictHostKeyChecking=yes"
+                                   " -o IdentitiesOnly=yes"}},
+    "vars": {"gdrcopy_version": src["version"], "gdrcopy_source_url": src["url"],
+             "gdrcopy_source_sha256": src["sha256"]}}}, indent=2))
+PY
+
+echo "== test-only stand-ins for nvidia and nvidia-peermem (this VM has no GPU)"
+ansible-playbook -i "$demo/inventory.yml" tests/harness/standins.yml
+echo "== site.yml"
+ansible-playbook -i "$demo/inventory.yml" site.yml
+echo "== status"
+ansible-playbook -i "$demo/inventory.yml" playbooks/status.yml
+if [ "${KEEP_VM:-0}" = 1 ]; then
+  echo "VM left running: python3 tests/harness/vm.py ssh --state $state -- <command>; make demo-down stops it"
+fi

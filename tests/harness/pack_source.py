@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Hand the roles a gdrcopy source tarball the way a user with an internal mirror would.
+
+    pack_source.py --out DIR
+
+Packs tests/fixtures/gdrcopy-src into DIR/gdrcopy-<version>.tar.gz (top folder gdrcopy-<version>/, like
+upstream's release tarballs; byte-for-byte reproducible), or, when GDRCOPY_SOURCE_TARBALL names a real
+release tarball, takes that file as it is. Writes DIR/source.json with the version, a file:// URL and the
+sha256: the values the test inventory passes as gdrcopy_version, gdrcopy_source_url and gdrcopy_source_sha256.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "fixtures" / "gdrcopy-src"
+MTIME = 1767225600  # 2026-01-01T00:00:00Z: a fixed date keeps the tarball reproducible
+
+
+def fixture_version(tree: Path) -> str:
+    header = (tree / "include" / "gdrapi.h").read_text()
+    major = re.search(r"#define\s+GDR_API_MAJOR_VERSION\s+(\d+)", header)
+    minor = re.search(r"#define\s+GDR_API_MINOR_VERSION\s+(\d+)", header)
+    if not (major and minor):
+        sys.exit(f"{tree}/include/gdrapi.h has no GDR_API_MAJOR_VERSION/GDR_API_MINOR_VERSION")
+    return f"{major.group(1)}.{minor.group(1)}"
+
+
+def ignored(tree: Path) -> list[str]:
+    """Build outputs to leave out, from the fixture's own .gitignore (simple name globs)."""
+    gi = tree / ".gitignore"
+    lines = gi.read_text().splitlines() if gi.exists() else []
+    return [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.startswith(("#", "!"))]
+
+
+def pack(tree: Path, version: str, dest: Path) -> None:
+    skip = ignored(tree)
+    top = f"gdrcopy-{version}"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted([tree, *tree.rglob("*")]):
+            rel = path.relative_to(tree)
+            if any(fnmatch.fnmatch(part, pat) for part in rel.parts for pat in skip):
+                continue
+            info = tar.gettarinfo(str(path), arcname=str(Path(top) / rel) if rel.parts else top)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = MTIME, 0, 0, "root", "root"
+            info.mode = 0o755 if (path.is_dir() or os.access(path, os.X_OK)) else 0o644
+            if path.is_file():
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+    tmp = dest.with_suffix(".tmp")
+    with open(tmp, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="") as gz:
+        gz.write(raw.getvalue())
+    tmp.replace(dest)
+
+
+def release_version(tarball: Path) -> str:
+    with tarfile.open(tarball) as tar:
+        first = tar.next()
+    m = re.match(r"gdrcopy-(\d+\.\d+(?:\.\d+)?)(?:/|$)", first.name if first else "")
+    if not m:
+        sys.exit(f"{tarball}: top folder is not gdrcopy-<version>/ as in upstream's release tarballs")
+    return m.group(1)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path)
+    a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    given = os.environ.get("GDRCOPY_SOURCE_TARBALL")
+    if given:
+        tarball = Path(given).resolve()
+        if not tarball.is_file():
+            sys.exit(f"GDRCOPY_SOURCE_TARBALL={given}: no such file")
+        kind, version = "release", release_version(tarball)
+    else:
+        kind, version = "fixture", fixture_version(FIXTURE)
+        tarball = a.out / f"gdrcopy-{version}.tar.gz"
+        pack(FIXTURE, version, tarball)
+    info = {"kind": kind, "version": version, "url": tarball.as_uri(), "sha256": sha256(tarball)}
+    (a.out / "source.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Throwaway Debian VMs on real kernels under QEMU, for the molecule scenarios and the demo.
+
+Standard library only, so molecule's create/destroy playbooks and `make demo` call it with any Python 3.
+
+    vm.py image                      build the cached disk image unless an identical one exists; print its dir
+    vm.py up     --state DIR [--kernel K]   boot a VM on a copy-on-write overlay of the image; print JSON
+    vm.py reboot --state DIR [--kernel K]   shut the VM down cleanly and boot it again (on kernel K)
+    vm.py down   --state DIR                stop the VM this state dir started and delete its overlay
+    vm.py ssh    --state DIR -- CMD...      run a command in the VM as root
+    vm.py info   --state DIR                print the instance JSON
+
+K is a kernel release installed in the guest, `default` (what linux-image-amd64 points at) or `other`
+(the image's second kernel). The image cache lives in .cache/vm of the repository unless
+GDRCOPY_VM_CACHE says otherwise; images are keyed by a hash of their inputs. GDRCOPY_VM_ACCEL picks
+the accelerator: tcg, kvm, or auto (default: KVM only when a short probe boot reaches init, else TCG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+BUILD_SCRIPT = HERE / "build-image.sh"
+IMAGE_INPUTS = {"SUITE": "bookworm", "IMAGE_SIZE": "8G", "EXTRA_PACKAGES": ""}
+BOOT_TIMEOUT = int(os.environ.get("GDRCOPY_VM_BOOT_TIMEOUT", "420"))
+KVM_PROBE_MARKER = b"Run /init as init process"
+
+
+def log(msg: str) -> None:
+    print(f"[vm {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GDRCOPY_VM_CACHE", REPO / ".cache" / "vm")).resolve()
+
+
+def image_inputs() -> dict[str, str]:
+    return {k: os.environ.get(f"GDRCOPY_VM_{k}", v) for k, v in IMAGE_INPUTS.items()}
+
+
+def image_key(inputs: dict[str, str]) -> str:
+    """Hash of everything that decides the image's content: the build script and its inputs."""
+    h = hashlib.sha256(BUILD_SCRIPT.read_bytes())
+    h.update(json.dumps(inputs, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def ensure_image() -> Path:
+    """Return the image dir, building it first when no complete image with the same key exists."""
+    inputs = image_inputs()
+    images = cache_dir() / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    out = images / image_key(inputs)
+    with open(images / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "ready").exists():
+            log(f"image {out.name} reused (built {manifest(out)['built']})")
+            return out
+        if os.geteuid() != 0:
+            sys.exit("building the VM image needs root (debootstrap, chroot, mkfs.ext4 -d)")
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        log(f"building image {out.name} (debootstrap {inputs['SUITE']}; takes a few minutes)")
+        start = time.monotonic()
+        env = dict(os.environ, **inputs)
+        script = out / BUILD_SCRIPT.name  # run a copy: editing the original mid-build must not derail bash
+        shutil.copyfile(BUILD_SCRIPT, script)
+        subprocess.run(["bash", str(script), str(out)], env=env, check=True)
+        (out / "ready").write_text(f"{time.monotonic() - start:.0f}\n")
+        log(f"image {out.name} built in {time.monotonic() - start:.0f}s")
+        return out
+
+
+def manifest(image: Path) -> dict:
+    return json.loads((image / "manifest.json").read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def qemu_alive(pid: int, state: Path) -> bool:
+    """True when pid is a QEMU started for this state dir (never signal a stranger)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"qemu-system" in cmdline and str(state).encode() in cmdline
+
+
+def kvm_works(image: Path, kernel: str) -> bool:
+    """Boot the image's kernel under KVM for a few seconds and see whether it reaches init.
+
+    KVM guests hang after decompression on some hosts (docs/VM-TESTING.md); the answer is cached per
+    host kernel and QEMU binary.
+    """
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    qemu = shutil.which("qemu-system-x86_64") or ""
+    probe_key = hashlib.sha256(f"{os.uname().release} {qemu} {os.stat(qemu).st_mtime}".encode()).hexdigest()[:12]
+    cached = cache_dir() / f"kvm-probe-{probe_key}"
+    if cached.exists():
+        return cached.read_text().strip() == "yes"
+    log("probing KVM with a 20 s boot")
+    cmd = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "512", "-display", "none", "-no-reboot",
+           "-serial", "stdio", "-monitor", "none", "-kernel", str(image / "boot" / f"vmlinuz-{kernel}"),
+           "-initrd", str(image / "boot" / f"initrd.img-{kernel}"), "-append", "console=ttyS0 panic=-1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.set_blocking(proc.stdout.fileno(), False)
+    seen, deadline = b"", time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None and KVM_PROBE_MARKER not in seen:
+        time.sleep(0.2)
+        seen += proc.stdout.read() or b""
+    proc.kill()
+    proc.wait()
+    ok = KVM_PROBE_MARKER in seen
+    cached.write_text("yes\n" if ok else "no\n")
+    log(f"KVM {'works' if ok else 'does not reach init here; using TCG'}")
+    return ok
+
+
+def accel_args(image: Path, kernel: str) -> list[str]:
+    choice = os.environ.get("GDRCOPY_VM_ACCEL", "auto")
+    if choice == "kvm" or (choice == "auto" and kvm_works(image, kernel)):
+        return ["-accel", "kvm", "-cpu", "host"]
+    return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+class VM:
+    def __init__(self, state: Path):
+        self.state = state.resolve()
+        self.info_file = self.state / "instance.json"
+
+    # -- state ------------------------------------------------------------------------------------
+    @property
+    def info(self) -> dict:
+        return json.loads(self.info_file.read_text())
+
+    def save(self, info: dict) -> None:
+        self.info_file.write_text(json.dumps(info, indent=2) + "\n")
+
+    def pid(self) -> int | None:
+        try:
+            pid = int((self.state / "qemu.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if qemu_alive(pid, self.state) else None
+
+    # -- ssh --------------------------------------------------------------------------------------
+    def ssh_argv(self, info: dict | None = None) -> list[str]:
+        info = info or self.info
+        return ["ssh", "-q", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={info['known_hosts']}", "-o", "IdentitiesOnly=yes",
+                "-i", info["identity_file"], "-p", str(info["port"]), f"{info['user']}@{info['address']}"]
+
+    def ssh(self, *cmd: str, check: bool = True, capture: bool = False, timeout: int = 600):
+        return subprocess.run(self.ssh_argv() + ["--", *cmd], check=check, timeout=timeout,
+                              stdout=subprocess.PIPE if capture else None, text=True)
+
+    def fetch(self, remote: str, local: Path) -> None:
+        with open(local, "wb") as f:
+            subprocess.run(self.ssh_argv() + ["--", "cat", remote], check=True, stdout=f, timeout=300)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def up(self, kernel: str, memory: int, cpus: int) -> dict:
+        if self.pid():
+            log(f"already running (pid {self.pid()})")
+            return self.info
+        image = ensure_image()
+        man = manifest(image)
+        self.state.mkdir(parents=True, exist_ok=True)
+        overlay = self.state / "overlay.qcow2"
+        if not overlay.exists():
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                            str(image / "disk.img"), str(overlay)], check=True)
+        port = free_port()
+        known_hosts = self.state / "known_hosts"
+        known_hosts.write_text("".join(f"[127.0.0.1]:{port} {p.read_text().split()[0]} {p.read_text().split()[1]}\n"
+                                       for p in sorted(image.glob("ssh_host_*_key.pub"))))
+        key = self.state / "id_ed25519"
+        shutil.copyfile(image / "id_ed25519", key)
+        key.chmod(0o600)
+        info = {"instance": self.state.name, "address": "127.0.0.1", "user": "root", "port": port,
+                "identity_file": str(key), "known_hosts": str(known_hosts), "image": str(image),
+                "kernels": man["kernels"], "default_kernel": man["default_kernel"],
+                "nvidia_source_dir": man["nvidia_source_dir"], "memory": memory, "cpus": cpus, "boots": 0}
+        boot = self.state / "boot"
+        boot.mkdir(exist_ok=True)
+        kernel = self.resolve_kernel(kernel, info)
+        for name in (f"vmlinuz-{kernel}", f"initrd.img-{kernel}"):
+            shutil.copyfile(image / "boot" / name, boot / name)
+        self.save(info)
+        self.start(kernel)
+        return self.info
+
+    def resolve_kernel(self, kernel: str, info: dict) -> str:
+        if kernel == "default":
+            return info["default_kernel"]
+        if kernel == "other":
+            return next(k for k in info["kernels"] if k != info["default_kernel"])
+        return kernel
+
+    def start(self, kernel: str) -> None:
+        info = self.info
+        image = Path(info["image"])
+        boot = self.state / "boot"
+        info["boots"] += 1
+        console = self.state / f"console-{info['boots']}.log"
+        cmd = ["qemu-system-x86_64", "-name", f"gdrcopy-vm,process=gdrcopy-vm-{self.state.name}",
+               "-machine", "q35", *accel_args(image, kernel), "-smp", str(info["cpus"]), "-m", str(info["memory"]),
+               "-kernel", str(boot / f"vmlinuz-{kernel}"), "-initrd", str(boot / f"initrd.img-{kernel}"),
+               "-append", "console=ttyS0 root=/dev/vda rw net.ifnames=0 systemd.show_status=false",
+               "-drive", f"file={self.state / 'overlay.qcow2'},format=qcow2,if=virtio",
+               "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{info['port']}-:22",
+               "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci",
+               "-display", "none", "-monitor", "none", "-serial", f"file:{console}",
+               "-daemonize", "-pidfile", str(self.state / "qemu.pid")]
+        start = time.monotonic()
+        subprocess.run(cmd, check=True)
+        info["kernel"] = kernel
+        info["console"] = str(console)
+        info["pid"] = self.pid()
+        self.save(info)
+        log(f"booting {kernel} (pid {info['pid']}, ssh port {info['port']}, console {console.name})")
+        self.wait_ready(start)
+
+    def wait_ready(self, start: float) -> None:
+        """Wait until sshd answers and systemd has finished starting up."""
+        deadline = start + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.pid():
+                self.fail("QEMU exited during boot")
+            try:
+                r = self.ssh("systemctl", "is-system-running", "--wait", check=False, capture=True, timeout=240)
+            except subprocess.TimeoutExpired:
+                continue
+            state = r.stdout.strip()
+            if state in ("running", "degraded"):
+                if state == "degraded":
+                    failed = self.ssh("systemctl", "--failed", "--no-legend", check=False, capture=True).stdout
+                    log(f"system degraded: {failed.strip()}")
+                log(f"ready after {time.monotonic() - start:.0f}s ({state})")
+                return
+            time.sleep(2)
+        self.fail(f"not ready after {BOOT_TIMEOUT}s")
+
+    def fail(self, why: str) -> None:
+        console = Path(self.info.get("console", ""))
+        tail = console.read_text(errors="replace").splitlines()[-40:] if console.is_file() else []
+        sys.exit(f"VM {self.state}: {why}\n--- console tail ---\n" + "\n".join(tail))
+
+    def stop(self, timeout: int = 120) -> None:
+        """Power the guest off cleanly (so its disk is consistent) and wait for QEMU to exit."""
+        pid = self.pid()
+        if not pid:
+            return
+        self.ssh("systemctl", "poweroff", check=False, timeout=30)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.pid():
+            time.sleep(1)
+        if self.pid():
+            log("guest did not power off; killing QEMU")
+            self.kill()
+
+    def kill(self) -> None:
+        pid = self.pid()
+        if not pid:
+            return
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if not self.pid():
+                return
+            time.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+
+    def reboot(self, kernel: str) -> dict:
+        info = self.info
+        kernel = self.resolve_kernel(kernel or info["kernel"], info)
+        boot = self.state / "boot"
+        # Take kernel and initrd from the guest: the test may have installed a kernel or rebuilt the initrd.
+        for name in (f"vmlinuz-{kernel}", f"initrd.img-{kernel}"):
+            self.fetch(f"/boot/{name}", boot / name)
+        log(f"rebooting into {kernel}")
+        self.stop()
+        self.start(kernel)
+        return self.info
+
+    def down(self) -> None:
+        if self.pid():
+            self.kill()
+            log(f"stopped VM of {self.state}")
+        for name in ("overlay.qcow2", "qemu.pid", "id_ed25519"):
+            (self.state / name).unlink(missing_ok=True)
+        shutil.rmtree(self.state / "boot", ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("image")
+    for name in ("up", "reboot", "down", "ssh", "info"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--state", required=True, type=Path, help="per-VM state dir (overlay, pid, console logs)")
+        if name in ("up", "reboot"):
+            sp.add_argument("--kernel", default="default" if name == "up" else "")
+        if name == "up":
+            sp.add_argument("--memory", type=int, default=2048, help="MiB")
+            sp.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
+        if name == "ssh":
+            sp.add_argument("command", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    if a.cmd == "image":
+        print(ensure_image())
+        return 0
+    vm = VM(a.state)
+    if a.cmd == "up":
+        print(json.dumps(vm.up(a.kernel, a.memory, a.cpus)))
+    elif a.cmd == "reboot":
+        print(json.dumps(vm.reboot(a.kernel)))
+    elif a.cmd == "down":
+        vm.down()
+    elif a.cmd == "ssh":
+        cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+        return vm.ssh(*cmd, check=False).returncode
+    elif a.cmd == "info":
+        print(json.dumps(vm.info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

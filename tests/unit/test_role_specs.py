@@ -1,0 +1,334 @@
+"""Consistency of the roles' inputs, the release table and the playbook layout.
+
+Each role's meta/argument_specs.yml and defaults/main.yml must declare the same inputs with equal defaults,
+every input must be documented, named with the role prefix and listed in inventory.example/, and
+src/releases.yml must pin the releases documented in docs/UPSTREAM-GDRCOPY.md.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
+
+# Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
+EXPORTS = {
+    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke"},
+    "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer"},
+    "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report"},
+}
+# Facts the task playbooks export; their other variables are internal (__<playbook>_).
+PLAYBOOK_EXPORTS = {
+    "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed"},
+    "verify": set(),
+    "status": {"gdrcopy_status"},
+}
+# site.yml order: (playbook, tag); the role plays apply the role of the same name.
+SITE_ORDER = (
+    ("preflight", "preflight"),
+    ("nvidia_peermem", "nvidia_peermem"),
+    ("mok_signing", "mok_signing"),
+    ("gdrcopy", "gdrcopy"),
+    ("verify", "verify"),
+    ("status", "status"),
+)
+HOSTS_EXPRESSION = "{{ gdrcopy_hosts | default('all') }}"
+
+# Release rows as docs/UPSTREAM-GDRCOPY.md gives them: tag -> (commit, tarball sha256).
+DOCUMENTED_TAGS = (
+    "v2.3", "v2.3.1", "v2.4", "v2.4.1", "v2.4.2", "v2.4.3", "v2.4.4", "v2.5", "v2.5.1", "v2.5.2", "v2.6",
+)
+EXPECTED_ROWS = {
+    "2.6": {
+        "tag": "v2.6",
+        "commit": "93c606bbcaa10457cbbab93163aa446d902b983d",
+        "sha256": "c9eaf0593567ac5765d04c48cf7923dacb2644240b35bb5f025edb3bde1d5b4f",
+        "url": "https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v2.6.tar.gz",
+        "top_dir": "gdrcopy-2.6",
+        "tests": ["gdrcopy_sanity", "gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf", "gdrcopy_pplat"],
+    },
+    "2.3.1": {
+        "tag": "v2.3.1",
+        "commit": "429f971dd0ba5ab7109e703d403af2b6ed3db40a",
+        "sha256": "59b3cc97a4fc6008a5407506d9e67ecc4144cfad61c261217fabcb671cd30ca8",
+        "url": "https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v2.3.1.tar.gz",
+        "top_dir": "gdrcopy-2.3.1",
+        "tests": ["sanity", "copybw", "copylat", "apiperf"],
+    },
+}
+
+SPEC_TYPES = {
+    "str": (str,),
+    "path": (str,),
+    "bool": (bool,),
+    "int": (int,),
+    "float": (float, int),
+    "list": (list,),
+    "dict": (dict,),
+    "raw": (object,),
+}
+
+
+def load(path: Path):
+    with path.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def spec_options(role: str) -> dict:
+    return load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+
+def role_defaults(role: str) -> dict:
+    return load(ROOT / "roles" / role / "defaults" / "main.yml") or {}
+
+
+def walk_options(options: dict, prefix: str = ""):
+    """Yield (dotted name, spec) for every option and suboption."""
+    for name, spec in options.items():
+        yield prefix + name, spec
+        if spec.get("options"):
+            yield from walk_options(spec["options"], prefix + name + ".")
+
+
+def type_ok(value, spec_type: str) -> bool:
+    if spec_type == "int" and isinstance(value, bool):
+        return False
+    return isinstance(value, SPEC_TYPES[spec_type])
+
+
+def value_errors(name: str, value, spec: dict) -> list[str]:
+    """Check a value against an option spec: type, elements, choices and suboptions, recursively."""
+    errors = []
+    spec_type = spec.get("type", "str")
+    if not type_ok(value, spec_type):
+        return [f"{name}: {value!r} is not of type {spec_type}"]
+    if "choices" in spec and spec_type != "list" and value not in spec["choices"]:
+        errors.append(f"{name}: {value!r} is not one of {spec['choices']}")
+    suboptions = spec.get("options") or {}
+    if spec_type == "dict" and suboptions:
+        errors += dict_errors(name, value, suboptions)
+    if spec_type == "list":
+        for index, element in enumerate(value):
+            element_name = f"{name}[{index}]"
+            element_type = spec.get("elements", "raw")
+            if not type_ok(element, element_type):
+                errors.append(f"{element_name}: {element!r} is not of type {element_type}")
+            elif "choices" in spec and element not in spec["choices"]:
+                errors.append(f"{element_name}: {element!r} is not one of {spec['choices']}")
+            elif element_type == "dict" and suboptions:
+                errors += dict_errors(element_name, element, suboptions)
+    return errors
+
+
+def dict_errors(name: str, value: dict, suboptions: dict) -> list[str]:
+    errors = [f"{name}.{key}: not a declared suboption" for key in value if key not in suboptions]
+    errors += [
+        f"{name}.{key}: required suboption missing"
+        for key, subspec in suboptions.items()
+        if subspec.get("required") and key not in value
+    ]
+    for key, subvalue in value.items():
+        if key in suboptions:
+            errors += value_errors(f"{name}.{key}", subvalue, suboptions[key])
+    return errors
+
+
+def tasks_in(node):
+    """Yield every task dict in a task list, descending into block/rescue/always."""
+    for task in node or []:
+        yield task
+        for section in ("block", "rescue", "always"):
+            if section in task:
+                yield from tasks_in(task[section])
+
+
+def variables_set_by(tasks) -> set[str]:
+    """Names a task list defines: register, set_fact keys, include_vars name, task-level vars."""
+    names = set()
+    for task in tasks_in(tasks):
+        if "register" in task:
+            names.add(task["register"])
+        for module in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(task.get(module), dict):
+                names |= {key for key in task[module] if key != "cacheable"}
+        for module in ("ansible.builtin.include_vars", "include_vars"):
+            if isinstance(task.get(module), dict) and "name" in task[module]:
+                names.add(task[module]["name"])
+        names |= set(task.get("vars") or {})
+    return names
+
+
+# --- argument specs and defaults ---------------------------------------------------------------------------
+
+
+def test_the_three_roles_exist():
+    found = {path.name for path in (ROOT / "roles").iterdir() if path.is_dir()}
+    assert set(ROLES) <= found
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_spec_and_defaults_declare_the_same_inputs(role):
+    spec, defaults = set(spec_options(role)), set(role_defaults(role))
+    assert spec - defaults == set(), "in meta/argument_specs.yml but not in defaults/main.yml"
+    assert defaults - spec == set(), "in defaults/main.yml but not in meta/argument_specs.yml"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_spec_defaults_equal_role_defaults(role):
+    defaults = role_defaults(role)
+    for name, spec in spec_options(role).items():
+        assert "default" in spec, f"{name} has no default in meta/argument_specs.yml"
+        assert spec["default"] == defaults[name], f"{name}: spec default {spec['default']!r} != {defaults[name]!r}"
+        assert type(spec["default"]) is type(defaults[name]), f"{name}: defaults differ in type"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_option_has_a_type_and_a_description(role):
+    for name, spec in walk_options(spec_options(role)):
+        assert spec.get("type", "str") in SPEC_TYPES, f"{name}: unknown type {spec.get('type')!r}"
+        description = spec.get("description")
+        if isinstance(description, str):
+            description = [description]
+        assert description and all(isinstance(line, str) and line.strip() for line in description), (
+            f"{name} has no description"
+        )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_defaults_fit_their_spec(role):
+    errors = []
+    for name, spec in spec_options(role).items():
+        errors += value_errors(name, spec["default"], spec)
+    assert errors == []
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_choices_contain_the_default(role):
+    for name, spec in spec_options(role).items():
+        if "choices" in spec:
+            assert spec["default"] in spec["choices"], f"{name}: default {spec['default']!r} not in {spec['choices']}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_public_inputs_carry_the_role_prefix(role):
+    for name in set(spec_options(role)) | set(role_defaults(role)):
+        assert name.startswith(f"{role}_"), f"{name} lacks the prefix {role}_"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_internal_variables_carry_the_internal_prefix(role):
+    role_dir = ROOT / "roles" / role
+    names = set()
+    vars_file = role_dir / "vars" / "main.yml"
+    if vars_file.exists():
+        names |= set(load(vars_file) or {})
+    for task_file in sorted((role_dir / "tasks").glob("*.yml")):
+        names |= variables_set_by(load(task_file))
+    bad = {name for name in names if not name.startswith(f"__{role}_") and name not in EXPORTS[role]}
+    assert bad == set(), f"internal variables must start with __{role}_ (or be documented exports)"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_readme_documents_every_input_and_export(role):
+    readme = (ROOT / "roles" / role / "README.md").read_text(encoding="utf-8")
+    missing = {name for name in set(spec_options(role)) | EXPORTS[role] if name not in readme}
+    assert missing == set()
+    for line in ("Idempotent: yes. Check mode: yes.", "MIT"):
+        assert line in readme
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_inventory_example_lists_every_default(role):
+    """inventory.example/group_vars/all/<role>.yml: every input commented out ("# ") at its default."""
+    text = (ROOT / "inventory.example" / "group_vars" / "all" / f"{role}.yml").read_text(encoding="utf-8")
+    assert load(ROOT / "inventory.example" / "group_vars" / "all" / f"{role}.yml") is None, "nothing may be set"
+    settings = [line[2:] for line in text.splitlines() if line.startswith("# ")]
+    assert yaml.safe_load("\n".join(settings)) == role_defaults(role)
+
+
+# --- release table -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def releases():
+    return load(ROOT / "src" / "releases.yml")
+
+
+def test_release_table_pins_the_documented_tags(releases):
+    tags = {row["tag"] for row in releases["releases"].values()}
+    assert set(DOCUMENTED_TAGS) <= tags
+
+
+def test_release_rows_are_well_formed(releases):
+    for version, row in releases["releases"].items():
+        assert isinstance(version, str), f"{version!r}: quote the version key"
+        assert row["tag"] == f"v{version}"
+        assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), f"{version}: commit"
+        assert re.fullmatch(r"[0-9a-f]{64}", row["sha256"]), f"{version}: sha256"
+        assert row["url"] == f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{version}.tar.gz"
+        assert row["top_dir"] == f"gdrcopy-{version}"
+        legacy = version == "2.3" or version.startswith("2.3.")
+        expected = EXPECTED_ROWS["2.3.1" if legacy else "2.6"]["tests"]
+        assert row["tests"] == expected, f"{version}: test programs"
+
+
+def test_release_commits_and_checksums_are_unique(releases):
+    rows = list(releases["releases"].values())
+    assert len({row["commit"] for row in rows}) == len(rows)
+    assert len({row["sha256"] for row in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED_ROWS))
+def test_release_row_equals_the_documented_one(releases, version):
+    assert releases["releases"][version] == EXPECTED_ROWS[version]
+
+
+def test_role_default_version_is_the_table_default(releases):
+    assert releases["default"] in releases["releases"]
+    assert role_defaults("gdrcopy")["gdrcopy_version"] == releases["default"]
+
+
+# --- entry points ------------------------------------------------------------------------------------------
+
+
+def test_site_imports_the_playbooks_in_order():
+    site = load(ROOT / "site.yml")
+    imports = [entry.get("ansible.builtin.import_playbook") for entry in site]
+    assert imports == [f"playbooks/{name}.yml" for name, _ in SITE_ORDER]
+    assert all(set(entry) <= {"name", "ansible.builtin.import_playbook"} for entry in site)
+
+
+@pytest.mark.parametrize(("playbook", "tag"), SITE_ORDER)
+def test_each_playbook_is_one_play_on_the_chosen_hosts(playbook, tag):
+    plays = load(ROOT / "playbooks" / f"{playbook}.yml")
+    assert len(plays) == 1
+    play = plays[0]
+    assert play["hosts"] == HOSTS_EXPRESSION
+    assert play["become"] is True
+    assert tag in play["tags"]
+    if playbook in PLAYBOOK_EXPORTS:
+        assert "roles" not in play
+        names = variables_set_by(play["tasks"]) | set(play.get("vars") or {})
+        bad = {n for n in names if not n.startswith(f"__{playbook}_") and n not in PLAYBOOK_EXPORTS[playbook]}
+        assert bad == set()
+    else:
+        assert [entry["role"] for entry in play["roles"]] == [playbook]
+        assert "tasks" not in play
+
+
+def test_preflight_runs_on_every_run():
+    play = load(ROOT / "playbooks" / "preflight.yml")[0]
+    assert set(play["tags"]) == {"preflight", "always"}
+
+
+def test_roles_have_no_dependencies():
+    for role in ROLES:
+        meta = load(ROOT / "roles" / role / "meta" / "main.yml")
+        assert meta["dependencies"] == []
+        assert meta["galaxy_info"]["license"] == "MIT"
+        assert meta["galaxy_info"]["min_ansible_version"] == "2.17"
