@@ -29,6 +29,19 @@ options:
     description: Where CUDA would be (its C(include/cuda.h) decides whether the test programs can be built).
     type: path
     default: /usr/local/cuda
+  nvidia_src_dir:
+    description:
+      - An NVIDIA source directory (holding nv-p2p.h) chosen by the user; reported as C(nvidia.source_match)
+        instead of the automatic match.
+    type: path
+  build_root:
+    description: The gdrcopy role's build root; its build stamps are reported under C(builds).
+    type: path
+    default: /var/lib/gdrcopy-ansible/build
+  prefix:
+    description: The gdrcopy role's install prefix; its install stamps are reported under C(installs).
+    type: path
+    default: /opt/gdrcopy
 attributes:
   check_mode:
     support: full
@@ -95,6 +108,10 @@ nvidia:
       description: NVIDIA kernel source trees found (C(dir) holds nv-p2p.h), with C(version) and C(flavor).
       type: list
       elements: dict
+    source_match:
+      description: The source tree matching the driver's version and flavor (C(dir), C(version), C(flavor)),
+        or empty, and C(reason) in words.
+      type: dict
 gdrdrv:
   description: The gdrdrv kernel module and its device node.
   returned: always
@@ -108,6 +125,9 @@ gdrdrv:
       type: int
     srcversion:
       description: srcversion of the loaded module (compare with the installed file's to see a pending reload).
+      type: str
+    installed_srcversion:
+      description: srcversion of the gdrdrv that C(modprobe gdrdrv) would load on the running kernel, or empty.
       type: str
     params:
       description: C(/proc/driver/gdrdrv/params) parsed (gdrdrv 2.5+), with C(version) and module parameters.
@@ -131,6 +151,14 @@ library:
     version:
       description: MAJOR.MINOR of the library ldconfig resolves for libgdrapi.so.2, from its file name.
       type: str
+builds:
+  description: Build stamps under I(build_root) (path of the build dir -> the inputs it was built from).
+  returned: always
+  type: dict
+installs:
+  description: Install stamps under I(prefix) (path of the versioned install dir -> the build it came from).
+  returned: always
+  type: dict
 cuda:
   description: Whether CUDA headers are present (C(present), C(home)).
   returned: always
@@ -143,6 +171,7 @@ tools:
 
 import glob
 import grp
+import json
 import os
 import re
 import stat
@@ -214,6 +243,16 @@ class Host:
         return rc, out, err
 
 
+def module_files(h, release, name):
+    """Files of module `name` for a kernel: what modules.dep lists (what modprobe loads), plus any copy under
+    updates/ or extra/ that depmod has not seen yet. Cheaper than walking the whole module tree."""
+    base = "/lib/modules/%s" % release
+    found = set(base + "/" + rel for rel in P.modules_dep_paths(h.read(base + "/modules.dep") or "", name))
+    for sub in ("updates", "extra"):
+        found.update(h.glob("%s/%s/**/%s.ko*" % (base, sub, name)))
+    return sorted(found)
+
+
 def kernel_facts(h):
     installed = []
     for rel in P.parse_kernel_release_dirs(h.listdir("/lib/modules")):
@@ -229,7 +268,7 @@ def kernel_facts(h):
             "build_dir": build,
             "sig_hash": kconf.get("CONFIG_MODULE_SIG_HASH", ""),
             "sig_force": kconf.get("CONFIG_MODULE_SIG_FORCE") == "y",
-            "gdrdrv": h.glob("/lib/modules/%s/**/gdrdrv.ko*" % rel),
+            "gdrdrv": module_files(h, rel, "gdrdrv"),
         })
     running = os.uname()[2]
     lockdown = h.read("/sys/kernel/security/lockdown") or ""
@@ -256,14 +295,19 @@ def nvidia_source_trees(h):
             if d in seen:
                 continue
             seen.add(d)
-            top = d[:-len("/nvidia")] if d.endswith("/nvidia") else d
-            version = P.parse_dkms_conf_version(h.read(top + "/dkms.conf") or "") or P.nvidia_source_version_from_path(d)
-            lic = P.parse_module_license(h.read(d + "/nv-frontend.c") or h.read(d + "/nv.c") or "")
-            trees.append({"dir": d, "version": version, "flavor": P.flavor_from_license(lic), "license": lic})
+            trees.append(describe_tree(h, d))
     return trees
 
 
-def nvidia_facts(h, kernels):
+def describe_tree(h, d):
+    d = d.rstrip("/")
+    top = d[:-len("/nvidia")] if d.endswith("/nvidia") else d
+    version = P.parse_dkms_conf_version(h.read(top + "/dkms.conf") or "") or P.nvidia_source_version_from_path(d)
+    lic = P.parse_module_license(h.read(d + "/nv-frontend.c") or h.read(d + "/nv.c") or "")
+    return {"dir": d, "version": version, "flavor": P.flavor_from_license(lic), "license": lic}
+
+
+def nvidia_facts(h, kernels, src_override=None):
     out = {"loaded": os.path.isdir(h.path("/sys/module/nvidia")), "version": "", "flavor": "", "version_source": ""}
     if out["loaded"]:
         proc = P.parse_nvidia_proc_version(h.read("/proc/driver/nvidia/version") or "")
@@ -286,6 +330,14 @@ def nvidia_facts(h, kernels):
                 out["version_source"] = out["version_source"] or "modinfo -k %s nvidia" % k
                 break
     out["source_trees"] = nvidia_source_trees(h)
+    if src_override:
+        if h.exists(src_override.rstrip("/") + "/nv-p2p.h"):
+            tree, reason = describe_tree(h, src_override), "set by the user (gdrcopy_nvidia_src_dir)"
+        else:
+            tree, reason = None, "%s (gdrcopy_nvidia_src_dir) holds no nv-p2p.h" % src_override
+    else:
+        tree, reason = P.choose_nvidia_source(out["source_trees"], out["version"], out["flavor"])
+    out["source_match"] = dict(tree or {}, reason=reason)
     return out
 
 
@@ -309,6 +361,25 @@ def device_facts(h, major):
     return dev
 
 
+def installed_srcversion(h):
+    modinfo = h.tool("modinfo")
+    if not modinfo or h.root != "/":
+        return ""
+    rc, out, _ = h.run([modinfo, "-F", "srcversion", "gdrdrv"])
+    return out.strip() if rc == 0 else ""
+
+
+def read_stamps(h, pattern):
+    """{dir: stamp} for every JSON stamp file matching pattern (unreadable or bad JSON -> {})."""
+    stamps = {}
+    for path in h.glob(pattern):
+        try:
+            stamps[os.path.dirname(path)] = json.loads(h.read(path) or "")
+        except ValueError:
+            stamps[os.path.dirname(path)] = {}
+    return stamps
+
+
 def gdrdrv_facts(h):
     loaded = os.path.isdir(h.path("/sys/module/gdrdrv"))
     refcnt = (h.read("/sys/module/gdrdrv/refcnt") or "").strip()
@@ -317,6 +388,7 @@ def gdrdrv_facts(h):
         "loaded": loaded,
         "refcount": int(refcnt) if refcnt.isdigit() else -1,
         "srcversion": (h.read("/sys/module/gdrdrv/srcversion") or "").strip(),
+        "installed_srcversion": installed_srcversion(h),
         "params": P.parse_gdrdrv_params(h.read("/proc/driver/gdrdrv/params") or ""),
         "major": major,
         "device": device_facts(h, major),
@@ -342,13 +414,16 @@ def library_facts(h):
     return out
 
 
-def gather(module, root, cuda_home):
+def gather(module, root, cuda_home, build_root, prefix, nvidia_src_dir=None):
     h = Host(module, root)
     kernels = kernel_facts(h)
     return {
+        "builds": dict(read_stamps(h, build_root + "/*/lib/.gdrcopy-stamp.json"),
+                       **read_stamps(h, build_root + "/*/driver/*/.gdrcopy-stamp.json")),
+        "installs": read_stamps(h, prefix + "/*/.gdrcopy-install.json"),
         "root": root,
         "kernel": kernels,
-        "nvidia": nvidia_facts(h, kernels),
+        "nvidia": nvidia_facts(h, kernels, nvidia_src_dir),
         "gdrdrv": gdrdrv_facts(h),
         "library": library_facts(h),
         "cuda": {"home": cuda_home, "present": os.path.isfile(h.path(cuda_home + "/include/cuda.h"))},
@@ -358,10 +433,17 @@ def gather(module, root, cuda_home):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(root=dict(type="path", default="/"), cuda_home=dict(type="path", default="/usr/local/cuda")),
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            cuda_home=dict(type="path", default="/usr/local/cuda"),
+            build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
+            prefix=dict(type="path", default="/opt/gdrcopy"),
+            nvidia_src_dir=dict(type="path"),
+        ),
         supports_check_mode=True,
     )
-    result = gather(module, module.params["root"], module.params["cuda_home"])
+    p = module.params
+    result = gather(module, p["root"], p["cuda_home"], p["build_root"], p["prefix"], p["nvidia_src_dir"])
     module.exit_json(changed=False, **result)
 
 

@@ -130,7 +130,8 @@ def parse_proc_modules(text):
 def parse_gdrdrv_params(text):
     """/proc/driver/gdrdrv/params (gdrdrv 2.5+) -> normalised dict.
 
-    Lines are 'key: value'. Known keys are normalised: version, flavor, use_persistent_mapping, dbg_enabled,
+    Upstream 2.6 prints: 'Version: 2.6', 'Built for NVIDIA driver flavor: opensource|proprietary',
+    'Use persistent mapping: yes|no', 'dbg_enabled: 0', 'info_enabled: 0'. Lines are 'key: value'. Known keys are normalised: version, flavor, use_persistent_mapping, dbg_enabled,
     info_enabled; every line is also kept under 'raw'.
     """
     raw = {}
@@ -155,8 +156,25 @@ def parse_gdrdrv_params(text):
 
 
 def _int_or_none(v):
-    m = re.match(r"^\s*(-?\d+)", v or "")
+    """'1' -> 1, 'yes' -> 1, 'no' -> 0 (upstream prints 'Use persistent mapping: yes'), else None."""
+    v = (v or "").strip().lower()
+    if v in ("yes", "y", "true", "on"):
+        return 1
+    if v in ("no", "n", "false", "off"):
+        return 0
+    m = re.match(r"^(-?\d+)", v)
     return int(m.group(1)) if m else None
+
+
+def modules_dep_paths(text, name):
+    """Paths (relative to /lib/modules/<kernel>) that modules.dep lists for module `name` (gdrdrv.ko, .ko.xz...)."""
+    out = []
+    for line in (text or "").splitlines():
+        path = line.split(":", 1)[0].strip()
+        base = path.rsplit("/", 1)[-1]
+        if re.match(r"^%s\.ko(\.(xz|zst|gz))?$" % re.escape(name), base):
+            out.append(path)
+    return out
 
 
 def parse_kernel_release_dirs(names):

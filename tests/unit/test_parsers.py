@@ -57,6 +57,16 @@ def test_gdrdrv_params():
         "2.6", "open", 1, 0, 1)
 
 
+def test_gdrdrv_params_upstream_2_6_format():
+    text = ("Version: 2.6\nBuilt for NVIDIA driver flavor: opensource\nUse persistent mapping: yes\n"
+            "dbg_enabled: 0\ninfo_enabled: 0\n")
+    p = P.parse_gdrdrv_params(text)
+    assert (p["version"], p["flavor"], p["use_persistent_mapping"], p["dbg_enabled"], p["info_enabled"]) == (
+        "2.6", "open", 1, 0, 0)
+    assert P.parse_gdrdrv_params(text.replace("opensource", "proprietary").replace("yes", "no"))["flavor"] == (
+        "proprietary")
+
+
 def test_gdrdrv_params_absent():
     assert P.parse_gdrdrv_params("") == {"raw": {}}
 
@@ -122,3 +132,11 @@ def test_kernel_release_order():
 @pytest.mark.parametrize("given,expected", [("2.6", "2.6"), ("v2.4.1", "2.4"), ("2.5.2", "2.5"), ("main", "")])
 def test_major_minor(given, expected):
     assert P.major_minor(given) == expected
+
+
+def test_modules_dep_paths():
+    text = ("kernel/drivers/misc/gdrdrv.ko.xz:\nupdates/gdrcopy/gdrdrv.ko: extra/gdrcopy-test-standins/nvidia.ko\n"
+            "extra/gdrcopy-test-standins/nvidia.ko:\nkernel/fs/gdrdrv2.ko:\n")
+    assert P.modules_dep_paths(text, "gdrdrv") == ["kernel/drivers/misc/gdrdrv.ko.xz", "updates/gdrcopy/gdrdrv.ko"]
+    assert P.modules_dep_paths(text, "nvidia") == ["extra/gdrcopy-test-standins/nvidia.ko"]
+    assert P.modules_dep_paths("", "gdrdrv") == []

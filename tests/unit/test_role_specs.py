@@ -18,7 +18,9 @@ ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
 
 # Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
 EXPORTS = {
-    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke"},
+    # gdrcopy_hook_*: what gdrcopy_pre_install_tasks receives (the hook interface, defaults/main.yml).
+    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke",
+                "gdrcopy_hook_kernels", "gdrcopy_hook_modules"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report"},
 }
