@@ -1,9 +1,28 @@
-"""What the default scenario proves on the VM: a real Debian kernel, the harness's kernels and stand-ins,
-and what site.yml did."""
+"""What the default scenario proves on the VM: a real Debian kernel, the harness's kernels and stand-ins, and
+what site.yml did. The verifier runs after converge, idempotence and two reboots (the second into the other
+installed kernel, with no rerun in between)."""
 
+import json
+import os
 import re
+from pathlib import Path
 
 import pytest
+
+LIBEXEC = "/usr/local/libexec/gdrcopy-ansible"
+BUILDS_LOG = "/var/lib/gdrcopy-ansible/build/builds.log"
+
+
+@pytest.fixture(scope="module")
+def source():
+    """What prepare packed for the roles (tests/harness/pack_source.py): version, url, sha256, kind."""
+    path = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "source" / "source.json"
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def api_version(source):
+    return ".".join(source["version"].split(".")[:2])
 
 
 def installed_kernels(host):
@@ -58,6 +77,102 @@ def test_nvidia_peermem_standin_loads_after_nvidia(host):
     assert host.file("/sys/module/nvidia/holders/nvidia_peermem").exists
 
 
-def test_preflight_passed_and_nothing_else_is_claimed_yet(host):
-    # site.yml ran its preflight against this host: the fact file it leaves is checked by later stages.
-    assert host.file("/proc/sys/kernel/modules_disabled").content_string.strip() == "0"
+def test_library_is_resolved_by_ldconfig(host, source):
+    out = host.check_output("ldconfig -p")
+    paths = re.findall(r"libgdrapi\.so\.2 .*=> (\S+)", out)
+    assert paths == ["/opt/gdrcopy/current/lib/libgdrapi.so.2"], out
+    assert host.file("/opt/gdrcopy/current").linked_to == f"/opt/gdrcopy/{source['version']}"
+    assert host.file(f"/opt/gdrcopy/{source['version']}/include/gdrapi.h").is_file
+
+
+def test_gdrdrv_is_installed_for_every_kernel(host, api_version):
+    kernels = installed_kernels(host)
+    assert len(kernels) >= 2
+    for k in kernels:
+        ko = host.file(f"/lib/modules/{k}/updates/gdrcopy/gdrdrv.ko")
+        assert ko.is_file and ko.mode == 0o644, k
+        assert host.check_output(f"modinfo -k {k} -F filename gdrdrv") == ko.path
+        assert host.check_output(f"modinfo -k {k} -F version gdrdrv") == api_version
+        # built against this kernel: vermagic names it
+        assert host.check_output(f"modinfo -k {k} -F vermagic gdrdrv").split()[0] == k
+    # no half-written or leftover build dirs
+    assert host.run("ls -d /var/lib/gdrcopy-ansible/build/*/*/*.new /var/lib/gdrcopy-ansible/build/*/*.new").rc != 0
+
+
+def test_running_on_the_other_kernel_after_the_kernel_upgrade_reboot(host):
+    kernels = installed_kernels(host)
+    default = host.check_output("readlink -f /boot/vmlinuz").removeprefix("/boot/vmlinuz-")
+    assert host.check_output("uname -r") in kernels
+    assert host.check_output("uname -r") != default, "the side effect boots the non-default kernel"
+
+
+def test_chain_loaded_at_boot_in_order_without_a_rerun(host):
+    modules = host.check_output("cut -d' ' -f1 /proc/modules").split()
+    assert "nvidia" in modules and "gdrdrv" in modules
+    assert modules.index("gdrdrv") < modules.index("nvidia"), "/proc/modules lists the newest first"
+    assert host.file("/sys/module/gdrdrv").is_directory
+    assert "gdrdrv" in host.file("/sys/module/nvidia/holders").listdir()
+    assert host.service("gdrcopy.service").is_enabled
+    assert host.run("systemctl is-active gdrcopy.service").stdout.strip() == "active"
+    assert "Finished gdrcopy.service" in host.check_output("journalctl -b -u gdrcopy.service -o cat")
+
+
+def test_device_node_has_the_configured_mode_group_and_major(host):
+    dev = host.file("/dev/gdrdrv")
+    assert dev.exists and dev.is_char_device
+    assert dev.mode == 0o660
+    assert dev.group == "gdrcopy" and dev.user == "root"
+    major = int(host.check_output("awk '$2 == \"gdrdrv\" {print $1}' /proc/devices"))
+    assert host.check_output("stat -c '%t:%T' /dev/gdrdrv") == f"{major:x}:0"
+
+
+def test_module_options_are_applied(host):
+    params = host.file("/proc/driver/gdrdrv/params").content_string
+    assert "dbg_enabled: 0" in params and "info_enabled: 0" in params
+    assert re.search(r"^Use persistent mapping: (yes|1)$", params, re.M), params
+    assert host.file("/etc/modprobe.d/gdrdrv.conf").contains(
+        "^options gdrdrv dbg_enabled=0 info_enabled=0 use_persistent_mapping=1$")
+
+
+@pytest.fixture(scope="module")
+def member(host):
+    host.run_test("usermod -aG gdrcopy gdrtest-member")
+    return "gdrtest-member"
+
+
+def test_smoke_check_passes_for_a_member_of_the_group(host, member, api_version):
+    r = host.run(f"runuser -u {member} -- {LIBEXEC}/gdrcopy-smoke --expect {api_version}")
+    assert r.rc == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["passed"] and result["runtime_version"] == result["driver_version"] == api_version
+
+
+def test_smoke_check_fails_for_a_user_outside_the_group(host, api_version):
+    r = host.run(f"runuser -u gdrtest-outsider -- {LIBEXEC}/gdrcopy-smoke --expect {api_version}")
+    assert r.rc == 1
+    assert "not accessible" in json.loads(r.stdout)["msg"]
+
+
+def test_a_manual_reload_makes_the_node_again(host):
+    """gdrdrv makes no device: the modprobe.d install line must make it after a plain `modprobe gdrdrv`."""
+    host.run_test("rmmod gdrdrv && rm -f /dev/gdrdrv")
+    host.run_test("modprobe gdrdrv")
+    dev = host.file("/dev/gdrdrv")
+    assert dev.is_char_device and dev.mode == 0o660 and dev.group == "gdrcopy"
+
+
+def test_converge_compiled_once_per_component_and_idempotence_compiled_nothing(host):
+    """builds.log has one line per compile: lib once, gdrdrv once per kernel, none in the reruns."""
+    lines = host.file(BUILDS_LOG).content_string.splitlines()
+    kernels = installed_kernels(host)
+    assert len(lines) == 1 + len(kernels), lines
+    assert sum(" make lib" in ln for ln in lines) == 1
+    for k in kernels:
+        assert sum(f"KVER={k} " in ln for ln in lines) == 1, k
+
+
+def test_check_mode_on_the_fresh_vm_changed_nothing(host):
+    before_check = host.file("/var/lib/gdrcopy-test/before-check.txt").content_string
+    before_converge = host.file("/var/lib/gdrcopy-test/before-converge.txt").content_string
+    assert before_check and before_check == before_converge
+    assert "/opt/gdrcopy" not in before_converge

@@ -1,0 +1,122 @@
+"""The gdrcopy role's source step on the controller, run for real with ansible-playbook against file:// sources:
+a checksum mismatch, a corrupt cache entry, an unknown release, a git tag that moved."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO / "tests" / "unit" / "playbooks" / "source.yml"
+BIN = Path(sys.executable).parent
+
+
+def run(tmp_path, **extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    extra.setdefault("gdrcopy_cache_dir", str(tmp_path / "cache"))
+    extra["ansible_python_interpreter"] = sys.executable
+    cmd = [str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    m = re.search(r'"msg": (\{[^{}]*"tarball"[^{}]*\})', r.stdout)
+    return r.returncode, r.stdout + r.stderr, json.loads(m.group(1)) if m else None
+
+
+def make_tarball(path: Path, version: str, content: bytes = b"int main;\n") -> str:
+    src = path.parent / f"tree-{version}"
+    (src / f"gdrcopy-{version}").mkdir(parents=True, exist_ok=True)
+    (src / f"gdrcopy-{version}" / "Makefile").write_bytes(content)
+    with tarfile.open(path, "w:gz") as t:
+        t.add(src / f"gdrcopy-{version}", arcname=f"gdrcopy-{version}")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_pinned_tarball_is_cached_and_a_rerun_changes_nothing(tmp_path):
+    tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
+    tarball.parent.mkdir()
+    sha = make_tarball(tarball, "2.6")
+    rc, out, src = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256=sha)
+    assert rc == 0, out
+    assert src["sha256"] == sha and src["id"] == f"2.6-{sha[:12]}"
+    assert hashlib.sha256(Path(src["tarball"]).read_bytes()).hexdigest() == sha
+    rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256=sha)
+    assert rc == 0 and re.search(r"localhost\s+: ok=\d+\s+changed=0 ", out), out
+
+
+def test_a_checksum_mismatch_stops_with_what_to_do(tmp_path):
+    tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
+    tarball.parent.mkdir()
+    make_tarball(tarball, "2.6")
+    rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256="0" * 64)
+    assert rc != 0
+    assert "could not get gdrcopy 2.6 with sha256 " + "0" * 64 in out
+    assert "Nothing was changed on any host" in out
+    assert not (tmp_path / "cache" / "gdrcopy-2.6.tar.gz").exists(), "a file that failed its checksum must not stay"
+
+
+def test_a_corrupt_cached_tarball_is_fetched_again(tmp_path):
+    tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
+    tarball.parent.mkdir()
+    sha = make_tarball(tarball, "2.6")
+    cached = tmp_path / "cache" / "gdrcopy-2.6.tar.gz"
+    cached.parent.mkdir()
+    cached.write_bytes(tarball.read_bytes()[:20])  # truncated
+    rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256=sha)
+    assert rc == 0, out
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == sha
+
+
+def test_an_unknown_release_is_refused_before_any_download(tmp_path):
+    rc, out, _ = run(tmp_path, gdrcopy_version="2.9")
+    assert rc != 0
+    assert 'gdrcopy_version "2.9" is not in src/releases.yml' in out
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.fixture
+def git_repo(tmp_path):
+    repo = tmp_path / "upstream"
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.invalid", GIT_AUTHOR_DATE="2026-01-01T00:00:00Z",
+               GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / "Makefile").write_text("lib:\n")
+    git("add", "Makefile")
+    git("commit", "-q", "-m", "one")
+    return repo, git
+
+
+def test_a_git_commit_ref_is_packed_like_a_release_tarball(tmp_path, git_repo):
+    repo, git = git_repo
+    commit = git("rev-parse", "HEAD")
+    extra = dict(gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
+                 gdrcopy_source_git_ref=commit)
+    rc, out, src = run(tmp_path, **extra)
+    assert rc == 0, out
+    expected = subprocess.run(f"git -C {repo} archive --format=tar --prefix=gdrcopy-9.9/ {commit} | gzip -cn | sha256sum",
+                              shell=True, capture_output=True, text=True).stdout.split()[0]
+    assert src["sha256"] == expected
+    rc, out, _ = run(tmp_path, **extra)
+    assert rc == 0 and re.search(r"localhost\s+: ok=\d+\s+changed=0 ", out), out
+
+
+def test_a_git_branch_is_refused_unless_allowed(tmp_path, git_repo):
+    repo, _ = git_repo
+    rc, out, _ = run(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
+                     gdrcopy_source_git_ref="main")
+    assert rc != 0 and 'git ref "main" is not pinned' in out
+    rc, out, _ = run(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
+                     gdrcopy_source_git_ref="main", gdrcopy_allow_unpinned=True)
+    assert rc == 0, out
