@@ -1,0 +1,72 @@
+"""roles/gdrcopy/files/gdrcopy-build: all-or-nothing builds with stamps, run for real on small tarballs."""
+
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+HELPER = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy" / "files" / "gdrcopy-build"
+
+
+def tarball(tmp_path, makefile: str, name="gdrcopy-2.6") -> Path:
+    tree = tmp_path / "tree" / name
+    tree.mkdir(parents=True)
+    (tree / "Makefile").write_text(makefile)
+    path = tmp_path / f"{name}.tar.gz"
+    with tarfile.open(path, "w:gz") as t:
+        t.add(tree, arcname=name)
+    return path
+
+
+def build(tar, out, stamp, *cmd, artifact=None, log=None):
+    argv = [str(HELPER), "--tarball", str(tar), "--dir", str(out), "--stamp", json.dumps(stamp)]
+    if artifact:
+        argv += ["--artifact", artifact]
+    if log:
+        argv += ["--log", str(log)]
+    return subprocess.run(argv + ["--", *cmd], capture_output=True, text=True, timeout=60)
+
+
+GOOD = "driver:\n\tmkdir -p src/gdrdrv && echo module > src/gdrdrv/gdrdrv.ko\n"
+BAD = "driver:\n\techo half > src.partial && exit 3\n"
+
+
+def test_a_build_lands_whole_with_its_stamp_artifact_and_log_line(tmp_path):
+    out, log = tmp_path / "build" / "driver" / "k1", tmp_path / "builds.log"
+    r = build(tarball(tmp_path, GOOD), out, {"kernel": "k1"}, "make", "driver", artifact="src/gdrdrv/gdrdrv.ko", log=log)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"built {out} in ")
+    assert json.loads((out / ".gdrcopy-stamp.json").read_text()) == {"kernel": "k1"}
+    assert (out / "gdrdrv.ko").read_text() == "module\n"
+    assert (out / "Makefile").exists(), "the tarball's top folder is dropped"
+    assert len(log.read_text().splitlines()) == 1
+    assert not Path(str(out) + ".new").exists()
+
+
+def test_a_failed_build_leaves_the_previous_build_untouched(tmp_path):
+    out = tmp_path / "build"
+    assert build(tarball(tmp_path, GOOD), out, {"v": 1}, "make", "driver").returncode == 0
+    before = sorted(p.name for p in out.iterdir())
+    r = build(tarball(tmp_path / "b", BAD), out, {"v": 2}, "make", "driver")
+    assert r.returncode == 1
+    assert "failed in" in r.stderr
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert json.loads((out / ".gdrcopy-stamp.json").read_text()) == {"v": 1}
+
+
+def test_leftovers_of_a_killed_build_are_cleared_by_the_next(tmp_path):
+    out = tmp_path / "build"
+    stale = Path(str(out) + ".new")
+    stale.mkdir(parents=True)
+    (stale / "half-written.o").write_text("x")
+    assert build(tarball(tmp_path, GOOD), out, {"v": 1}, "make", "driver").returncode == 0
+    assert not stale.exists()
+    assert not (out / "half-written.o").exists()
+
+
+@pytest.mark.parametrize("args", [[], ["--tarball", "x"], ["--bogus", "1"]])
+def test_bad_arguments_are_refused(args):
+    r = subprocess.run([str(HELPER), *args], capture_output=True, text=True)
+    assert r.returncode == 2
