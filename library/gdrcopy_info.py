@@ -10,11 +10,18 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gdrcopy_info
-short_description: Report the state of gdrcopy, the NVIDIA driver and the kernels of a host
+short_description: Report the state of gdrcopy, the NVIDIA driver, the GPUs and the kernels of a host
 description:
   - Read-only. Gathers what the gdrcopy roles decide by, and what an admin checks every day, in one pass over
-    C(/proc), C(/sys), C(/lib/modules), C(/usr/src) and a few commands (C(modinfo), C(ldconfig)).
+    C(/proc), C(/sys), C(/lib/modules), C(/usr/src) and a few commands (C(modinfo), C(ldconfig), C(nvidia-smi),
+    C(mokutil), C(openssl)), and judges it, with C(blockers) and C(concerns) (warnings) in plain sentences and a C(health) of
+    green, amber or red.
   - A missing tool or an unloaded driver is reported as data, never as a failure.
+  - Commands that describe the running system (C(nvidia-smi), C(mokutil), C(ldconfig), C(modinfo) by module name)
+    run only when I(root=/); an image root is read from its files (and C(modinfo -b root)).
+  - With I(run_tests), also runs gdrcopy's own test programs (C(gdrcopy_sanity), C(gdrcopy_copybw),
+    C(gdrcopy_copylat); C(sanity)... for 2.3) from C(<prefix>/current/bin) on one GPU and parses their results.
+    They briefly allocate and pin GPU memory and change nothing on the host.
   - Always returns C(changed=false); gives full data in check mode.
 version_added: "0.1.0"
 author: gdrcopy-ansible contributors
@@ -39,9 +46,39 @@ options:
     type: path
     default: /var/lib/gdrcopy-ansible/build
   prefix:
-    description: The gdrcopy role's install prefix; its install stamps are reported under C(installs).
+    description:
+      - The gdrcopy role's install prefix; its install stamps are reported under C(installs), the installed
+        release is C(<prefix>/current), and the test programs are looked for in C(<prefix>/current/bin).
     type: path
     default: /opt/gdrcopy
+  release:
+    description:
+      - The gdrcopy release pinned for this host (C(gdrcopy_version)), compared with the installed library;
+        also decides whether the 2.6 DMA-BUF path is possible when no library is installed yet.
+    type: str
+    default: ""
+  mok_cert:
+    description:
+      - A Machine Owner Key certificate (DER or PEM) on the host. Its enrollment state is read from the text of
+        C(mokutil --test-key) (enrolled, pending, in_db, not_enrolled), and each gdrdrv signed by it is marked
+        C(ours).
+    type: path
+  run_tests:
+    description:
+      - gdrcopy test programs to run on GPU I(gpu_id) when the host has an NVIDIA GPU and the programs are
+        installed; otherwise C(tests.reason) says why nothing ran.
+    type: list
+    elements: str
+    choices: [copybw, copylat, sanity]
+    default: []
+  gpu_id:
+    description: CUDA device index the test programs use (C(-d); C(gdrcopy_sanity) takes it from 2.5 on).
+    type: int
+    default: 0
+  tests_timeout:
+    description: Seconds each test program may run (through C(timeout) when it is installed).
+    type: int
+    default: 900
 attributes:
   check_mode:
     support: full
@@ -49,30 +86,81 @@ attributes:
     support: none
 notes:
   - Parsing lives in C(module_utils/gdrcopy_parsers.py) as pure functions, unit-tested with captured text.
+  - The peer-memory API of C(ib_core) (MLNX_OFED / DOCA-OFED; inbox kernels lack it) is read from
+    C(/sys/kernel/mm/memory_peers) (a registered client) or C(/proc/kallsyms) (the exported
+    C(ib_register_peer_memory_client)); C(/sys/module/ib_core/version) is reported but proves nothing.
+  - docs/STATUS-REPORT.md explains every blocker and warning.
 """
 
 EXAMPLES = r"""
 - name: Gather gdrcopy facts
   gdrcopy_info:
+    release: "2.6"
+    mok_cert: /var/lib/gdrcopy-ansible/mok/mok.der
   register: gdrcopy_state
+
+- name: Stop when the host cannot run gdrcopy
+  ansible.builtin.assert:
+    that: gdrcopy_state.blockers | length == 0
+    fail_msg: "{{ gdrcopy_state.blockers | join('; ') }}"
 
 - name: Show which kernels have no headers
   ansible.builtin.debug:
     msg: "{{ gdrcopy_state.kernel.installed | rejectattr('headers') | map(attribute='release') }}"
+
+- name: Run gdrcopy_sanity and gdrcopy_copybw on GPU 1
+  gdrcopy_info:
+    run_tests: [sanity, copybw]
+    gpu_id: 1
+  register: gdrcopy_tested
 """
 
 RETURN = r"""
+root:
+  description: The inspected root (I(root)).
+  returned: always
+  type: str
+live:
+  description: The inspected root is the running system (I(root=/)).
+  returned: always
+  type: bool
+health:
+  description: C(red) with any blocker, C(amber) with concerns only, else C(green).
+  returned: always
+  type: str
+  sample: red
+blockers:
+  description: What keeps gdrcopy from working on this host now, one plain sentence each.
+  returned: always
+  type: list
+  elements: str
+  sample: ["module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until reboot"]
+concerns:
+  description:
+    - The warnings - what works but is degraded or will break later (a narrow PCIe link, BAR1 nearly full, a kernel
+      without gdrdrv, a pending MOK enrollment...), one plain sentence each.
+    - Not named C(warnings) because Ansible takes that key of a module result for its own warnings.
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU 0 (00000000:00:06.0) runs its PCIe link at x8 of x16"]
 kernel:
   description: Running and installed kernels, module loading and signature enforcement.
   returned: always
   type: dict
   contains:
     running:
-      description: C(uname -r) of the running kernel (meaningful only when I(root=/)).
+      description: The running kernel release (C(/proc/sys/kernel/osrelease)); empty for an image root.
       type: str
+    running_installed:
+      description: The running kernel has a module tree under C(/lib/modules) (gdrdrv can be installed for it).
+      type: bool
     installed:
       description: One entry per installed kernel, oldest first, with C(release), C(headers) (bool),
-        C(build_dir), C(sig_hash) (C(CONFIG_MODULE_SIG_HASH) or empty) and C(gdrdrv) (paths of gdrdrv modules).
+        C(build_dir), C(sig_hash) (C(CONFIG_MODULE_SIG_HASH) or empty), C(sig_force) (C(CONFIG_MODULE_SIG_FORCE)),
+        C(gdrdrv) (paths of gdrdrv modules) and C(gdrdrv_modules) (per file C(path), C(signed) (bool or null when
+        unknown), C(signer), C(sig_key), C(sig_hashalgo), C(version), C(srcversion), C(vermagic), and C(ours) -
+        signed by I(mok_cert)).
       type: list
       elements: dict
     modules_disabled:
@@ -87,6 +175,29 @@ kernel:
     efi:
       description: The host booted through EFI.
       type: bool
+secure_boot:
+  description: Secure Boot and the Machine Owner Key.
+  returned: always
+  type: dict
+  contains:
+    efi:
+      description: The host booted through EFI.
+      type: bool
+    enabled:
+      description: Secure Boot is on (C(mokutil --sb-state), else the efivarfs variable); false without EFI; null
+        when unknown.
+      type: bool
+    setup_mode:
+      description: The platform is in Setup Mode.
+      type: bool
+    source:
+      description: Where C(enabled) came from.
+      type: str
+    mok:
+      description: C(cert) (I(mok_cert)), its C(serial) and C(subject) (openssl), C(state) (enrolled, pending,
+        in_db, not_enrolled or unknown, from the text of C(mokutil --test-key)), C(detail) (that text, or why it is
+        unknown) and C(pending) (keys waiting in C(mokutil --list-new)).
+      type: dict
 nvidia:
   description: The NVIDIA driver and its kernel source trees.
   returned: always
@@ -112,6 +223,33 @@ nvidia:
       description: The source tree matching the driver's version and flavor (C(dir), C(version), C(flavor)),
         or empty, and C(reason) in words.
       type: dict
+gpus:
+  description:
+    - NVIDIA GPUs in nvidia-smi's order, then any only sysfs shows. Each has C(index), C(name), C(bus_id)
+      (nvidia-smi's form), C(pci) (sysfs form), C(driver_version), C(memory_total_mib), C(memory_used_mib),
+      C(bar1_total_mib), C(bar1_used_mib), C(bar1_used_pct) (C(nvidia-smi -q -d MEMORY), BAR1 Memory Usage),
+      C(numa_node) (-1 when the platform has none), C(link) (sysfs C(speed)/C(max_speed) in GT/s,
+      C(gen)/C(max_gen), C(width)/C(max_width)) and C(smi_link) (nvidia-smi's generation and width).
+  returned: always
+  type: list
+  elements: dict
+cuda:
+  description: CUDA headers (C(present), C(home)) and the CUDA driver version (C(driver_version), e.g. 13.0, from
+    nvidia-smi, with C(driver_version_source)).
+  returned: always
+  type: dict
+backend:
+  description: What gdr_open would use, C(active) (gdrdrv, dmabuf or none) with C(reason), and C(dmabuf)
+    (C(available), C(reason)); the 2.6 DMA-BUF path needs CUDA driver 13.3+ and gdrcopy 2.6+.
+  returned: always
+  type: dict
+  sample: {"active": "none", "dmabuf": {"available": false, "reason": "CUDA driver 13.0 < 13.3"}}
+gdrcopy:
+  description: C(release) (pinned), C(installed_release) (C(<prefix>/current)), C(library_version),
+    C(driver_version) (C(/proc/driver/gdrdrv/params), gdrdrv 2.5+), C(skew) (library and driver releases differ),
+    C(tests_dir) and C(tests) (path of each test program, or empty).
+  returned: always
+  type: dict
 gdrdrv:
   description: The gdrdrv kernel module and its device node.
   returned: always
@@ -139,6 +277,29 @@ gdrdrv:
       description: C(/dev/gdrdrv) as it is (C(exists), C(is_char), C(major), C(mode), C(group)) and C(ok) when
         it is a char device with gdrdrv's current major.
       type: dict
+peermem:
+  description: GPUDirect RDMA modules. C(nvidia_peermem) and C(nv_peer_mem) (legacy) each with C(loaded),
+    C(available) (a module file for the running kernel), C(files), C(version); C(ib_core) with C(loaded),
+    C(builtin), C(version), C(peer_memory_api) (true, false, or null when unknown), C(peer_clients) and C(evidence).
+  returned: always
+  type: dict
+rdma:
+  description: RDMA devices (C(/sys/class/infiniband)) with C(name), C(pci), C(numa_node) and C(ports)
+    (C(port), C(state), C(link_layer), C(rate)).
+  returned: always
+  type: list
+  elements: dict
+numa_mismatches:
+  description: GPUs on a NUMA node that no RDMA device shares (C(gpu), C(numa_node), C(rdma)).
+  returned: always
+  type: list
+  elements: dict
+load_order:
+  description: Loaded nvidia*, ib_core, mlx5, nv_peer_mem and gdrdrv modules, oldest first (from C(/proc/modules)).
+  returned: always
+  type: list
+  elements: str
+  sample: [nvidia, ib_core, nvidia_peermem, gdrdrv]
 library:
   description: libgdrapi as the dynamic linker sees it.
   returned: always
@@ -151,16 +312,21 @@ library:
     version:
       description: MAJOR.MINOR of the library ldconfig resolves for libgdrapi.so.2, from its file name.
       type: str
+tests:
+  description:
+    - C(ran), C(reason) (why nothing ran), C(gpu_id), and per test program run (C(sanity), C(copybw), C(copylat))
+      its C(argv), C(rc), C(ok) and figures. sanity - C(format) (gdrcopy or libcheck), C(total), C(passed),
+      C(failed), C(waived), C(failed_tests), C(waived_tests), C(msg). copybw - C(results) (C(size), C(write_MBps),
+      C(read_MBps)), C(error). copylat - C(statistic) (median or average), C(results) per API (C(size), C(us),
+      C(min_us)), C(error).
+  returned: always
+  type: dict
 builds:
   description: Build stamps under I(build_root) (path of the build dir -> the inputs it was built from).
   returned: always
   type: dict
 installs:
   description: Install stamps under I(prefix) (path of the versioned install dir -> the build it came from).
-  returned: always
-  type: dict
-cuda:
-  description: Whether CUDA headers are present (C(present), C(home)).
   returned: always
   type: dict
 tools:
@@ -183,15 +349,27 @@ try:  # the controller's module_utils path (ansible.cfg, molecule.yml)
 except ImportError:  # pragma: no cover - unit tests import it from the repository
     import gdrcopy_parsers as P  # noqa: F401
 
-TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "dkms", "make", "gcc")
+TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
+         "make", "gcc")
+# Where tools live besides PATH: root's sbin dirs, and the NVIDIA container toolkit's driver mount.
+TOOL_DIRS = ["/sbin", "/usr/sbin", "/usr/local/sbin", "/usr/local/nvidia/bin"]
+SECURE_BOOT_EFIVAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+# Modules whose load order matters to gdrcopy and GPUDirect RDMA (every nvidia* module is kept too).
+ORDER_MODULES = ("gdrdrv", "nv_peer_mem", "ib_core", "ib_uverbs", "mlx5_core", "mlx5_ib")
+TEST_PROGRAMS = {"sanity": ("gdrcopy_sanity", "sanity"), "copybw": ("gdrcopy_copybw", "copybw"),
+                 "copylat": ("gdrcopy_copylat", "copylat")}
 
 
 class Host:
-    """File access relative to a root, and commands through AnsibleModule.run_command."""
+    """File access relative to a root, and commands through AnsibleModule.run_command.
 
-    def __init__(self, module, root):
+    live: the root is the running system (root /), so /proc, /sys and commands describe it. Unit tests set it
+    for a captured file tree whose commands they answer themselves."""
+
+    def __init__(self, module, root, live=None):
         self.module = module
         self.root = root.rstrip("/") or "/"
+        self.live = self.root == "/" if live is None else live
 
     def path(self, p):
         return p if self.root == "/" else os.path.join(self.root, p.lstrip("/"))
@@ -203,8 +381,21 @@ class Host:
         except (IOError, OSError):
             return None
 
+    def read_bytes(self, p, tail=None):
+        """The file's bytes (only its last `tail` bytes when given), or None."""
+        try:
+            with open(self.path(p), "rb") as f:
+                if tail:
+                    f.seek(max(0, os.fstat(f.fileno()).st_size - tail))
+                return f.read()
+        except (IOError, OSError):
+            return None
+
     def exists(self, p):
         return os.path.exists(self.resolve(p))
+
+    def isdir(self, p):
+        return os.path.isdir(self.path(p))
 
     def resolve(self, p):
         """Follow symlinks inside the root (an image's absolute links point into the image, not the host)."""
@@ -222,6 +413,12 @@ class Host:
                 cur = ""
         return self.path(cur)
 
+    def readlink(self, p):
+        try:
+            return os.readlink(self.path(p))
+        except OSError:
+            return ""
+
     def listdir(self, p):
         try:
             return sorted(os.listdir(self.path(p)))
@@ -236,12 +433,18 @@ class Host:
         return sorted("/" + os.path.relpath(g, self.root) for g in found)
 
     def tool(self, name):
-        return self.module.get_bin_path(name, opt_dirs=["/sbin", "/usr/sbin", "/usr/local/sbin"]) or ""
+        return self.module.get_bin_path(name, opt_dirs=TOOL_DIRS) or ""
+
+    def live_tool(self, name):
+        """A tool whose answer describes the running system: only when the root is live."""
+        return self.tool(name) if self.live else ""
 
     def run(self, argv):
         rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
         return rc, out, err
 
+
+# --- kernel ---------------------------------------------------------------------------------------------------
 
 def module_files(h, release, name):
     """Files of module `name` for a kernel: what modules.dep lists (what modprobe loads), plus any copy under
@@ -253,36 +456,117 @@ def module_files(h, release, name):
     return sorted(found)
 
 
-def kernel_facts(h):
+def module_signature(h, path, mok_serial):
+    """Version and signature of one module file: from its trailer (uncompressed .ko) and `modinfo FILE`."""
+    out = {"path": path, "signed": None, "signer": "", "sig_key": "", "sig_hashalgo": "", "version": "",
+           "srcversion": "", "vermagic": "", "ours": None}
+    if path.endswith(".ko"):
+        out["signed"] = P.has_module_signature(h.read_bytes(path, tail=len(P.MODULE_SIGNATURE_MAGIC)))
+    modinfo = h.tool("modinfo")
+    if modinfo:
+        rc, text, _ = h.run([modinfo, h.path(path)])
+        fields = P.parse_modinfo(text) if rc == 0 else {}
+        for key in ("signer", "sig_key", "sig_hashalgo", "version", "srcversion", "vermagic"):
+            out[key] = fields.get(key, "")
+        if rc == 0:
+            out["signed"] = bool(out["signer"] or out["sig_key"])
+    if mok_serial and out["sig_key"]:
+        out["ours"] = P.normalize_serial(out["sig_key"]) == mok_serial
+    return out
+
+
+def running_release(h):
+    if not h.live:
+        return ""
+    text = (h.read("/proc/sys/kernel/osrelease") or "").strip()
+    return text or P.parse_proc_version_release(h.read("/proc/version") or "")
+
+
+def kernel_facts(h, mok_serial):
     installed = []
     for rel in P.parse_kernel_release_dirs(h.listdir("/lib/modules")):
         has_image = h.exists("/boot/vmlinuz-%s" % rel) or h.exists("/lib/modules/%s/vmlinuz" % rel)
-        if not (has_image and os.path.isdir(h.path("/lib/modules/%s/kernel" % rel))):
+        if not (has_image and h.isdir("/lib/modules/%s/kernel" % rel)):
             continue  # leftovers of a removed kernel (only updates/ or extra/ remain)
         build = "/lib/modules/%s/build" % rel
-        config = h.read("/boot/config-%s" % rel) or h.read(build + "/.config") or ""
-        kconf = P.parse_kconfig(config)
+        kconf = P.parse_kconfig(h.read("/boot/config-%s" % rel) or h.read(build + "/.config") or "")
+        gdrdrv = module_files(h, rel, "gdrdrv")
         installed.append({
             "release": rel,
             "headers": h.exists(build + "/Makefile"),
             "build_dir": build,
             "sig_hash": kconf.get("CONFIG_MODULE_SIG_HASH", ""),
             "sig_force": kconf.get("CONFIG_MODULE_SIG_FORCE") == "y",
-            "gdrdrv": module_files(h, rel, "gdrdrv"),
+            "gdrdrv": gdrdrv,
+            "gdrdrv_modules": [module_signature(h, path, mok_serial) for path in gdrdrv],
         })
-    running = os.uname()[2]
-    lockdown = h.read("/sys/kernel/security/lockdown") or ""
-    m = re.search(r"\[(\w+)\]", lockdown)
+    running = running_release(h)
+    m = re.search(r"\[(\w+)\]", h.read("/sys/kernel/security/lockdown") or "")
     return {
-        "running": running if h.root == "/" else "",
-        "running_installed": h.root == "/" and any(k["release"] == running for k in installed),
+        "running": running,
+        "running_installed": h.live and any(k["release"] == running for k in installed),
         "installed": installed,
         "modules_disabled": (h.read("/proc/sys/kernel/modules_disabled") or "0").strip() == "1",
         "sig_enforce": (h.read("/sys/module/module/parameters/sig_enforce") or "").strip() == "Y",
         "lockdown": m.group(1) if m else "",
-        "efi": os.path.isdir(h.path("/sys/firmware/efi")),
+        "efi": h.isdir("/sys/firmware/efi"),
     }
 
+
+# --- Secure Boot and the MOK ----------------------------------------------------------------------------------
+
+def certificate_facts(h, cert):
+    """Serial and subject CN of a certificate (DER or PEM) through openssl, or empty strings."""
+    openssl = h.tool("openssl")
+    for form in ("DER", "PEM"):
+        if not openssl:
+            break
+        rc, text, _ = h.run([openssl, "x509", "-inform", form, "-in", h.path(cert), "-noout", "-serial", "-subject"])
+        if rc == 0:
+            return P.normalize_serial(text.splitlines()[0]), P.parse_openssl_subject(text)
+    return "", ""
+
+
+def mok_facts(h, cert, efi):
+    out = {"cert": cert or "", "serial": "", "subject": "", "state": "unknown", "detail": "", "pending": []}
+    if cert and h.exists(cert):
+        out["serial"], out["subject"] = certificate_facts(h, cert)
+    mokutil = h.live_tool("mokutil")
+    if not (mokutil and efi):
+        out["detail"] = ("not an EFI system" if not efi else
+                         "mokutil is not installed" if h.live else "not inspected in an image")
+        return out
+    rc, text, err = h.run([mokutil, "--list-new"])
+    out["pending"] = P.parse_mokutil_list_new(text)
+    if not cert:
+        out["detail"] = "no certificate given (mok_cert)"
+    elif not h.exists(cert):
+        out["detail"] = "%s does not exist" % cert
+    else:
+        rc, text, err = h.run([mokutil, "--test-key", h.path(cert)])
+        out["state"], out["detail"] = P.parse_mokutil_test_key(text + err), (text + err).strip()
+    return out
+
+
+def secure_boot_facts(h, mok_cert):
+    efi = h.isdir("/sys/firmware/efi")
+    out = {"efi": efi, "enabled": False if not efi else None, "setup_mode": False,
+           "source": "no EFI (Secure Boot does not apply)" if not efi else "", "mok": mok_facts(h, mok_cert, efi)}
+    mokutil = h.live_tool("mokutil")
+    if efi and mokutil:
+        rc, text, err = h.run([mokutil, "--sb-state"])
+        state = P.parse_mokutil_sb_state(text + err)
+        if state["enabled"] is not None:
+            out.update(state, source="mokutil --sb-state")
+            return out
+    if efi:
+        enabled = P.parse_efivar_secure_boot(h.read_bytes(SECURE_BOOT_EFIVAR))
+        if enabled is not None:
+            out.update(enabled=enabled, source="efivarfs SecureBoot variable")
+    return out
+
+
+# --- NVIDIA ---------------------------------------------------------------------------------------------------
 
 def nvidia_source_trees(h):
     trees = []
@@ -308,7 +592,7 @@ def describe_tree(h, d):
 
 
 def nvidia_facts(h, kernels, src_override=None):
-    out = {"loaded": os.path.isdir(h.path("/sys/module/nvidia")), "version": "", "flavor": "", "version_source": ""}
+    out = {"loaded": h.isdir("/sys/module/nvidia"), "version": "", "flavor": "", "version_source": ""}
     if out["loaded"]:
         proc = P.parse_nvidia_proc_version(h.read("/proc/driver/nvidia/version") or "")
         out["version"] = (h.read("/sys/module/nvidia/version") or "").strip() or proc.get("version", "")
@@ -341,6 +625,138 @@ def nvidia_facts(h, kernels, src_override=None):
     return out
 
 
+def nvidia_smi(h):
+    """What nvidia-smi says: per-GPU query rows, the -q MEMORY sections and the CUDA driver version."""
+    smi = h.live_tool("nvidia-smi")
+    if not smi:
+        return {"rows": [], "q": {"gpus": {}, "cuda_version": ""}, "ran": False}
+    rc, text, _ = h.run([smi, "--query-gpu=" + ",".join(P.SMI_QUERY_FIELDS), "--format=csv"])
+    rows = P.parse_nvidia_smi_query(text) if rc == 0 else []
+    rc, text, _ = h.run([smi, "-q", "-d", "MEMORY"])
+    return {"rows": rows, "q": P.parse_nvidia_smi_q(text if rc == 0 else ""), "ran": True}
+
+
+def pci_gpus(h):
+    """Bus ids (sysfs form) of NVIDIA display/3D controllers under /sys/bus/pci/devices."""
+    found = []
+    for bdf in h.listdir("/sys/bus/pci/devices"):
+        base = "/sys/bus/pci/devices/" + bdf
+        vendor = (h.read(base + "/vendor") or "").strip()
+        klass = (h.read(base + "/class") or "").strip()
+        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
+            found.append(bdf)
+    return found
+
+
+def pci_link(h, bdf):
+    base = "/sys/bus/pci/devices/%s/" % bdf
+    speed = P.parse_link_speed(h.read(base + "current_link_speed"))
+    max_speed = P.parse_link_speed(h.read(base + "max_link_speed"))
+    return {"speed": speed, "max_speed": max_speed, "gen": P.pcie_generation(speed),
+            "max_gen": P.pcie_generation(max_speed), "width": P.parse_int(h.read(base + "current_link_width")),
+            "max_width": P.parse_int(h.read(base + "max_link_width"))}
+
+
+def describe_gpu(h, bdf, row, memory):
+    """One GPU from sysfs (link, NUMA node), nvidia-smi's query row and its -q MEMORY sections."""
+    bar1 = memory.get("BAR1 Memory Usage", {})
+    total, used = P.mib(bar1.get("Total")), P.mib(bar1.get("Used"))
+    info = P.parse_nvidia_gpu_information(h.read("/proc/driver/nvidia/gpus/%s/information" % bdf) or "")
+    return {
+        "index": row.get("index", info.get("Device Minor", "")),
+        "name": row.get("name") or info.get("Model", ""),
+        "bus_id": row.get("pci.bus_id") or bdf,
+        "pci": bdf,
+        "driver_version": row.get("driver_version") or "",
+        "memory_total_mib": row.get("memory.total"),
+        "memory_used_mib": row.get("memory.used"),
+        "bar1_total_mib": total,
+        "bar1_used_mib": used,
+        "bar1_used_pct": int(round(100.0 * used / total)) if total and used is not None else None,
+        "numa_node": P.parse_int(h.read("/sys/bus/pci/devices/%s/numa_node" % bdf), -1),
+        "link": pci_link(h, bdf),
+        "smi_link": {"gen": row.get("pcie.link.gen.current"), "max_gen": row.get("pcie.link.gen.max"),
+                     "width": row.get("pcie.link.width.current"), "max_width": row.get("pcie.link.width.max")},
+    }
+
+
+def gpu_facts(h, smi):
+    """GPUs in nvidia-smi's order, then any that only sysfs knows (no nvidia-smi, or an unbound GPU)."""
+    gpus, seen = [], set()
+    for row in smi["rows"]:
+        bdf = P.smi_bus_to_sysfs(row.get("pci.bus_id") or "")
+        gpus.append(describe_gpu(h, bdf, row, smi["q"]["gpus"].get(row.get("pci.bus_id"), {})))
+        seen.add(bdf)
+    if not h.live:
+        return gpus
+    for bdf in pci_gpus(h):
+        if bdf not in seen:
+            gpus.append(describe_gpu(h, bdf, {}, {}))
+    return gpus
+
+
+# --- GPUDirect RDMA -------------------------------------------------------------------------------------------
+
+def rdma_facts(h):
+    """RDMA devices (/sys/class/infiniband) with their PCI bus id, NUMA node and ports."""
+    devices = []
+    for name in h.listdir("/sys/class/infiniband"):
+        base = "/sys/class/infiniband/" + name
+        ports = []
+        for port in h.listdir(base + "/ports"):
+            pbase = "%s/ports/%s/" % (base, port)
+            ports.append({"port": port, "state": (h.read(pbase + "state") or "").strip(),
+                          "link_layer": (h.read(pbase + "link_layer") or "").strip(),
+                          "rate": (h.read(pbase + "rate") or "").strip()})
+        devices.append({"name": name, "pci": os.path.basename(h.readlink(base + "/device")),
+                        "numa_node": P.parse_int(h.read(base + "/device/numa_node"), -1), "ports": ports})
+    return devices
+
+
+def ib_core_facts(h, loaded_modules):
+    """ib_core and whether it has the peer-memory API that nvidia-peermem needs (MLNX_OFED / DOCA-OFED).
+
+    Evidence, strongest first: /sys/kernel/mm/memory_peers/<client> exists only once a peer-memory client
+    (nvidia-peermem registers as nv_mem) registered with ib_core's API; /proc/kallsyms lists the exported
+    ib_register_peer_memory_client whenever the loaded ib_core has the API (names are listed even when
+    kptr_restrict hides the addresses). /sys/module/ib_core/version exists with OFED's ib_core only, and is
+    reported but not taken as proof."""
+    present = h.isdir("/sys/module/ib_core")
+    out = {"loaded": present, "builtin": present and "ib_core" not in loaded_modules
+           and not h.exists("/sys/module/ib_core/initstate"),
+           "version": (h.read("/sys/module/ib_core/version") or "").strip(), "peer_memory_api": None,
+           "peer_clients": h.listdir("/sys/kernel/mm/memory_peers"), "evidence": ""}
+    if out["peer_clients"]:
+        out.update(peer_memory_api=True, evidence="/sys/kernel/mm/memory_peers lists " + ", ".join(
+            out["peer_clients"]))
+    elif not present:
+        out["evidence"] = "ib_core is not loaded"
+    else:
+        kallsyms = h.read("/proc/kallsyms") if h.live else None
+        if kallsyms:
+            out["peer_memory_api"] = " ib_register_peer_memory_client" in kallsyms
+            out["evidence"] = "/proc/kallsyms %s ib_register_peer_memory_client" % (
+                "lists" if out["peer_memory_api"] else "has no")
+        else:
+            out["evidence"] = "/proc/kallsyms is not readable"
+    return out
+
+
+def peermem_facts(h, kernels, loaded_modules):
+    release = kernels["running"] or ([k["release"] for k in kernels["installed"]] or [""])[-1]
+
+    def module(name, file_names):
+        files = [f for n in file_names for f in module_files(h, release, n)] if release else []
+        return {"loaded": h.isdir("/sys/module/" + name), "available": bool(files), "files": files,
+                "version": (h.read("/sys/module/%s/version" % name) or "").strip()}
+
+    return {"nvidia_peermem": module("nvidia_peermem", ("nvidia-peermem", "nvidia_peermem")),
+            "nv_peer_mem": module("nv_peer_mem", ("nv_peer_mem",)),
+            "ib_core": ib_core_facts(h, loaded_modules)}
+
+
+# --- gdrdrv, libgdrapi, the install -----------------------------------------------------------------------------
+
 def device_facts(h, major):
     dev = {"path": "/dev/gdrdrv", "exists": False, "is_char": False, "major": -1, "minor": -1, "mode": "",
            "group": "", "ok": False}
@@ -362,8 +778,8 @@ def device_facts(h, major):
 
 
 def installed_srcversion(h):
-    modinfo = h.tool("modinfo")
-    if not modinfo or h.root != "/":
+    modinfo = h.live_tool("modinfo")
+    if not modinfo:
         return ""
     rc, out, _ = h.run([modinfo, "-F", "srcversion", "gdrdrv"])
     return out.strip() if rc == 0 else ""
@@ -381,7 +797,7 @@ def read_stamps(h, pattern):
 
 
 def gdrdrv_facts(h):
-    loaded = os.path.isdir(h.path("/sys/module/gdrdrv"))
+    loaded = h.isdir("/sys/module/gdrdrv")
     refcnt = (h.read("/sys/module/gdrdrv/refcnt") or "").strip()
     major = P.parse_proc_devices(h.read("/proc/devices") or "")["char"].get("gdrdrv", -1)
     return {
@@ -397,8 +813,8 @@ def gdrdrv_facts(h):
 
 def library_facts(h):
     out = {"paths": [], "version": ""}
-    ldconfig = h.tool("ldconfig")
-    if not ldconfig or h.root != "/":
+    ldconfig = h.live_tool("ldconfig")
+    if not ldconfig:
         return out
     rc, text, _ = h.run([ldconfig, "-p"])
     if rc != 0:
@@ -408,43 +824,139 @@ def library_facts(h):
         if m:
             out["paths"].append(m.group(2))
             if m.group(1) == "libgdrapi.so.2":
-                real = os.path.realpath(m.group(2))
-                v = re.search(r"libgdrapi\.so\.(\d+\.\d+)", real)
+                v = re.search(r"libgdrapi\.so\.(\d+\.\d+)", os.path.realpath(h.path(m.group(2))))
                 out["version"] = v.group(1) if v else ""
     return out
 
 
-def gather(module, root, cuda_home, build_root, prefix, nvidia_src_dir=None):
-    h = Host(module, root)
-    kernels = kernel_facts(h)
-    return {
-        "builds": dict(read_stamps(h, build_root + "/*/lib/.gdrcopy-stamp.json"),
-                       **read_stamps(h, build_root + "/*/driver/*/.gdrcopy-stamp.json")),
-        "installs": read_stamps(h, prefix + "/*/.gdrcopy-install.json"),
-        "root": root,
+def gdrcopy_facts(h, prefix, release, library, gdrdrv):
+    """The release pinned, installed (<prefix>/current) and running (library, driver), and the test programs."""
+    current = prefix.rstrip("/") + "/current"
+    installed = os.path.basename(os.path.realpath(h.resolve(current))) if h.exists(current) else ""
+    tests = {}
+    for name, candidates in TEST_PROGRAMS.items():
+        paths = [current + "/bin/" + c for c in candidates if h.exists(current + "/bin/" + c)]
+        tests[name] = paths[0] if paths else ""
+    driver = gdrdrv["params"].get("version", "")
+    return {"release": release or "", "installed_release": installed, "library_version": library["version"],
+            "driver_version": driver,
+            "skew": bool(library["version"] and driver and P.major_minor(driver) != library["version"]),
+            "tests_dir": current + "/bin", "tests": tests}
+
+
+def backend_facts(facts):
+    """Which backend gdr_open would use: gdrdrv, the 2.6 DMA-BUF path, or none, with the reasons."""
+    gc = facts["gdrcopy"]
+    ok, why = P.dmabuf_availability(facts["cuda"]["driver_version"], gc["library_version"] or gc["release"])
+    problem = P.gdrdrv_problem(facts) if facts["live"] else "not a running host (image)"
+    out = P.choose_backend(problem, ok, why)
+    out["dmabuf"] = {"available": ok, "reason": why}
+    return out
+
+
+# --- gdrcopy's own tests --------------------------------------------------------------------------------------
+
+def tests_skip_reason(facts, names):
+    if not names:
+        return "no test asked for"
+    if not facts["live"]:
+        return "not a running host (image): nothing to run the tests on"
+    if not facts["gpus"]:
+        return "no NVIDIA GPU on this host: only the GPU-less smoke check applies"
+    missing = [n for n in names if not facts["gdrcopy"]["tests"][n]]
+    if missing:
+        return ("gdrcopy's test programs (%s) are not installed under %s: the gdrcopy role installs them when "
+                "CUDA is present" % (", ".join(missing), facts["gdrcopy"]["tests_dir"]))
+    return ""
+
+
+def test_argv(h, facts, name, gpu_id, timeout):
+    path = facts["gdrcopy"]["tests"][name]
+    argv = [path]
+    takes_gpu = name != "sanity" or P.version_tuple(P.major_minor(facts["gdrcopy"]["installed_release"])) >= (2, 5)
+    if takes_gpu:
+        argv += ["-d", str(gpu_id)]
+    wrapper = h.tool("timeout")
+    return ([wrapper, "--kill-after=10", str(timeout)] + argv) if wrapper else argv
+
+
+PARSERS = {"sanity": P.parse_sanity, "copybw": P.parse_copybw, "copylat": P.parse_copylat}
+
+
+def run_tests(h, facts, names, gpu_id, timeout):
+    """Run gdrcopy's own test programs on GPU gpu_id; each result is parsed, with its argv and exit code."""
+    out = {"ran": False, "reason": tests_skip_reason(facts, names), "gpu_id": gpu_id}
+    if out["reason"]:
+        return out
+    out["ran"] = True
+    for name in names:
+        argv = test_argv(h, facts, name, gpu_id, timeout)
+        rc, stdout, stderr = h.run(argv)
+        result = PARSERS[name](stdout + "\n" + stderr, rc)
+        if rc == 124:
+            result.update(ok=False, msg="timed out after %d s" % timeout, error="timed out after %d s" % timeout)
+        out[name] = dict(result, argv=argv)
+    return out
+
+
+# --- the whole picture ----------------------------------------------------------------------------------------
+
+def gather(module, params, host=None):
+    """Every fact for params (the module's options), plus the verdict (blockers, concerns, health)."""
+    h = host or Host(module, params["root"])
+    mok = secure_boot_facts(h, params.get("mok_cert"))
+    kernels = kernel_facts(h, mok["mok"]["serial"])
+    proc_modules = h.read("/proc/modules") or ""
+    loaded = P.parse_proc_modules(proc_modules)
+    smi = nvidia_smi(h)
+    library = library_facts(h)
+    gdrdrv = gdrdrv_facts(h)
+    facts = {
+        "live": h.live,
+        "builds": dict(read_stamps(h, params["build_root"] + "/*/lib/.gdrcopy-stamp.json"),
+                       **read_stamps(h, params["build_root"] + "/*/driver/*/.gdrcopy-stamp.json")),
+        "installs": read_stamps(h, params["prefix"] + "/*/.gdrcopy-install.json"),
+        "root": params["root"],
         "kernel": kernels,
-        "nvidia": nvidia_facts(h, kernels, nvidia_src_dir),
-        "gdrdrv": gdrdrv_facts(h),
-        "library": library_facts(h),
-        "cuda": {"home": cuda_home, "present": os.path.isfile(h.path(cuda_home + "/include/cuda.h"))},
+        "secure_boot": mok,
+        "nvidia": nvidia_facts(h, kernels, params.get("nvidia_src_dir")),
+        "gpus": gpu_facts(h, smi),
+        "gdrdrv": gdrdrv,
+        "library": library,
+        "gdrcopy": gdrcopy_facts(h, params["prefix"], params.get("release"), library, gdrdrv),
+        "cuda": {"home": params["cuda_home"], "present": os.path.isfile(h.path(params["cuda_home"] + "/include/cuda.h")),
+                 "driver_version": smi["q"]["cuda_version"],
+                 "driver_version_source": "nvidia-smi" if smi["q"]["cuda_version"] else ""},
+        "peermem": peermem_facts(h, kernels, loaded),
+        "rdma": rdma_facts(h),
+        "load_order": [n for n in P.load_order(proc_modules) if n.startswith("nvidia") or n in ORDER_MODULES],
         "tools": dict((t, h.tool(t)) for t in TOOLS),
     }
+    facts["backend"] = backend_facts(facts)
+    facts["numa_mismatches"] = P.numa_mismatches(facts["gpus"], facts["rdma"])
+    facts["blockers"], facts["concerns"], facts["health"] = P.assess(facts)
+    facts["tests"] = run_tests(h, facts, params.get("run_tests") or [], params.get("gpu_id") or 0,
+                               params.get("tests_timeout") or 900)
+    return facts
+
+
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    cuda_home=dict(type="path", default="/usr/local/cuda"),
+    build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
+    prefix=dict(type="path", default="/opt/gdrcopy"),
+    nvidia_src_dir=dict(type="path"),
+    release=dict(type="str", default=""),
+    mok_cert=dict(type="path"),
+    run_tests=dict(type="list", elements="str", default=[], choices=sorted(TEST_PROGRAMS)),
+    gpu_id=dict(type="int", default=0),
+    tests_timeout=dict(type="int", default=900),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            cuda_home=dict(type="path", default="/usr/local/cuda"),
-            build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
-            prefix=dict(type="path", default="/opt/gdrcopy"),
-            nvidia_src_dir=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    result = gather(module, p["root"], p["cuda_home"], p["build_root"], p["prefix"], p["nvidia_src_dir"])
-    module.exit_json(changed=False, **result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(changed=False, **gather(module, module.params))
 
 
 if __name__ == "__main__":

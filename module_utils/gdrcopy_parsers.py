@@ -208,3 +208,550 @@ def parse_os_release(text):
             k, v = line.split("=", 1)
             out[k.strip()] = v.strip().strip('"')
     return out
+
+
+def parse_proc_version_release(text):
+    """/proc/version ('Linux version 6.18.44-fc-v657-gpu (builder@...) ...') -> '6.18.44-fc-v657-gpu', or ''."""
+    m = re.match(r"^Linux version (\S+)", (text or "").strip())
+    return m.group(1) if m else ""
+
+
+def load_order(proc_modules_text):
+    """Every loaded module, oldest first (/proc/modules lists the newest first)."""
+    names = [line.split()[0] for line in (proc_modules_text or "").splitlines() if line.strip()]
+    return list(reversed(names))
+
+
+def parse_modinfo(text):
+    """`modinfo FILE` -> {field: value}. Continuation lines (sig_key, signature) are joined without spaces;
+    a field given more than once (alias, parm, depends) keeps its values joined by newlines."""
+    fields, key = {}, None
+    for line in (text or "").splitlines():
+        m = re.match(r"^([A-Za-z_][\w.]*):\s*(.*)$", line)
+        if m:
+            key, value = m.group(1), m.group(2).strip()
+            fields[key] = fields[key] + "\n" + value if key in fields else value
+        elif key and line[:1] in (" ", "\t"):
+            fields[key] += line.strip()
+    return fields
+
+
+MODULE_SIGNATURE_MAGIC = b"~Module signature appended~\n"
+
+
+def has_module_signature(tail):
+    """The last bytes of an uncompressed .ko -> whether a module signature is appended."""
+    return (tail or b"").endswith(MODULE_SIGNATURE_MAGIC)
+
+
+def normalize_serial(text):
+    """'51:3A:0F' / 'serial=513A0F' / '0x513a0f' -> '513A0F' (leading zeros dropped), '' when not hex."""
+    value = (text or "").strip()
+    value = value.split("=", 1)[1] if "=" in value else value
+    value = re.sub(r"^0x", "", value.replace(":", "").strip(), flags=re.I).upper().lstrip("0")
+    return value if re.match(r"^[0-9A-F]+$", value) else ""
+
+
+def parse_openssl_subject(text):
+    """`openssl x509 -noout -subject` output -> the CN, else the whole subject, else ''."""
+    m = re.search(r"subject\s*=\s*(.*)", text or "")
+    if not m:
+        return ""
+    cn = re.search(r"CN\s*=\s*([^,/]+)", m.group(1))
+    return (cn.group(1) if cn else m.group(1)).strip()
+
+
+# --- nvidia-smi ---------------------------------------------------------------------------------------------
+
+SMI_QUERY_FIELDS = ("index", "name", "pci.bus_id", "driver_version", "memory.total", "memory.used",
+                    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")
+
+
+def _smi_value(value):
+    """One nvidia-smi CSV value: '143771 MiB' -> 143771, '5' -> 5, '[N/A]'/'N/A' -> None, text stays text."""
+    value = value.strip()
+    if value in ("", "N/A", "[N/A]", "[Not Supported]", "Not Supported"):
+        return None
+    m = re.match(r"^(-?\d+)(?: MiB)?$", value)
+    return int(m.group(1)) if m else value
+
+
+def parse_nvidia_smi_query(text):
+    """`nvidia-smi --query-gpu=<SMI_QUERY_FIELDS> --format=csv` -> one dict per GPU, keyed by field name
+    (units dropped from the header: 'memory.total [MiB]' -> 'memory.total')."""
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    if not lines or not lines[0].startswith("index"):
+        return []
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
+    gpus = []
+    for line in lines[1:]:
+        values = [v for v in line.split(", ")]
+        if len(values) == len(header):
+            gpus.append(dict(zip(header, (_smi_value(v) for v in values))))
+    return gpus
+
+
+def parse_nvidia_smi_q(text):
+    """`nvidia-smi -q [-d MEMORY]` -> {'driver_version', 'cuda_version', 'gpus': {bus_id: {section: {key: value}}}}.
+
+    Sections are the indented headings under each 'GPU <bus id>' line ('BAR1 Memory Usage', 'FB Memory Usage');
+    values keep nvidia-smi's text ('262144 MiB')."""
+    out = {"driver_version": "", "cuda_version": "", "gpus": {}}
+    gpu, section = None, None
+    for line in (text or "").splitlines():
+        m = re.match(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line)
+        if m:
+            gpu, section = out["gpus"].setdefault(m.group(1), {}), None
+            continue
+        m = re.match(r"^(\s*)([^:]+?)\s*:\s*(.*)$", line)
+        if m and not m.group(1):
+            key = m.group(2)
+            if key == "Driver Version":
+                out["driver_version"] = m.group(3).strip()
+            elif key == "CUDA Version":
+                out["cuda_version"] = m.group(3).strip()
+        elif m and gpu is not None and section is not None and len(m.group(1)) > 4:
+            gpu[section][m.group(2)] = m.group(3).strip()
+        elif gpu is not None and re.match(r"^ {4}\S", line):
+            section = line.strip()
+            gpu.setdefault(section, {})
+    return out
+
+
+def mib(value):
+    """'262144 MiB' -> 262144; anything else -> None."""
+    m = re.match(r"^(\d+)\s*MiB$", (value or "").strip())
+    return int(m.group(1)) if m else None
+
+
+def parse_smi_cuda_version(text):
+    """The 'CUDA Version' of nvidia-smi's header, in the table form ('CUDA Version: 13.0') or -q form."""
+    m = re.search(r"CUDA Version\s*:\s*(\d+\.\d+)", text or "")
+    return m.group(1) if m else ""
+
+
+def smi_bus_to_sysfs(bus_id):
+    """'00000000:00:06.0' (nvidia-smi) -> '0000:00:06.0' (sysfs)."""
+    m = re.match(r"^([0-9A-Fa-f]+):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])$", (bus_id or "").strip())
+    if not m:
+        return ""
+    return "%04x:%s:%s.%s" % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower(), m.group(4))
+
+
+def parse_link_speed(text):
+    """sysfs current_link_speed '32.0 GT/s PCIe' -> 32.0; 'Unknown' or '' -> None."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*GT/s", text or "")
+    return float(m.group(1)) if m else None
+
+
+PCIE_GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def pcie_generation(speed):
+    """32.0 (GT/s) -> 5; unknown speed -> None."""
+    return PCIE_GEN_BY_SPEED.get(speed)
+
+
+def parse_int(text, default=None):
+    """'16\\n' -> 16, '-1' -> -1; anything else -> default."""
+    m = re.match(r"^\s*(-?\d+)\s*$", text or "")
+    return int(m.group(1)) if m else default
+
+
+def parse_nvidia_gpu_information(text):
+    """/proc/driver/nvidia/gpus/<bdf>/information -> {'Model': 'NVIDIA H200', 'Bus Location': ..., ...}."""
+    out = {}
+    for line in (text or "").splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+# --- Secure Boot and MOK --------------------------------------------------------------------------------------
+
+def parse_mokutil_sb_state(text):
+    """`mokutil --sb-state` -> {'enabled': True|False|None, 'setup_mode': bool}."""
+    text = text or ""
+    enabled = True if "SecureBoot enabled" in text else (False if "SecureBoot disabled" in text else None)
+    return {"enabled": enabled, "setup_mode": "Setup Mode" in text}
+
+
+def parse_efivar_secure_boot(data):
+    """The efivarfs SecureBoot-<guid> file: 4 attribute bytes, then 1 data byte (1 = on). None when malformed."""
+    if not data or len(data) < 5:
+        return None
+    return data[4] == 1
+
+
+MOK_STATES = (  # `mokutil --test-key` text -> state; the exit code means different things across versions
+    ("is already in the enrollment request", "pending"),
+    ("is already in db", "in_db"),
+    ("is already enrolled", "enrolled"),
+    ("is not enrolled", "not_enrolled"),
+)
+
+
+def parse_mokutil_test_key(text):
+    """`mokutil --test-key CERT` output -> enrolled | pending | in_db | not_enrolled | unknown."""
+    for needle, state in MOK_STATES:
+        if needle in (text or ""):
+            return state
+    return "unknown"
+
+
+def parse_mokutil_list_new(text):
+    """`mokutil --list-new` -> the subjects (or '[key N]' labels) of keys waiting for enrollment; [] when empty."""
+    keys, current = [], None
+    for line in (text or "").splitlines():
+        m = re.match(r"^\[key (\d+)\]", line.strip())
+        if m:
+            current = "key %s" % m.group(1)
+            keys.append(current)
+            continue
+        m = re.search(r"Subject:\s*(.+)$", line)
+        if m and current and keys[-1] == current:
+            cn = re.search(r"CN\s*=\s*([^,/]+)", m.group(1))
+            keys[-1] = (cn.group(1) if cn else m.group(1)).strip()
+    return keys
+
+
+# --- versions and the DMA-BUF backend -------------------------------------------------------------------------
+
+DMABUF_MIN_CUDA = (13, 3)
+DMABUF_MIN_GDRCOPY = (2, 6)
+
+
+def _vt(text):
+    return version_tuple(major_minor(text)) if text else ()
+
+
+def dmabuf_availability(cuda_driver_version, gdrcopy_version):
+    """Whether gdrcopy 2.6's DMA-BUF mmap path (no gdrdrv needed) can work -> (bool, why in words)."""
+    problems = []
+    cuda = _vt(cuda_driver_version)
+    if not cuda:
+        problems.append("CUDA driver version unknown (nvidia-smi gave none; 13.3+ needed)")
+    elif cuda < DMABUF_MIN_CUDA:
+        problems.append("CUDA driver %s < 13.3" % cuda_driver_version)
+    lib = _vt(gdrcopy_version)
+    if not lib:
+        problems.append("no gdrcopy release installed or pinned (2.6+ needed)")
+    elif lib < DMABUF_MIN_GDRCOPY:
+        problems.append("gdrcopy %s < 2.6" % gdrcopy_version)
+    if problems:
+        return False, "; ".join(problems)
+    return True, "CUDA driver %s >= 13.3 and gdrcopy %s >= 2.6" % (cuda_driver_version, gdrcopy_version)
+
+
+# --- gdrcopy's own test programs ------------------------------------------------------------------------------
+
+SANITY_SUMMARY_RE = re.compile(r"^Total: (\d+), Passed: (\d+), Failed: (\d+), Waived: (\d+)\s*$", re.M)
+LIBCHECK_SUMMARY_RE = re.compile(r"^\d+%: Checks: (\d+), Failures: (\d+), Errors: (\d+)\s*$", re.M)
+LIBCHECK_FAILURE_RE = re.compile(r"^[^:\s]+:\d+:[FE]:[^:]*:([^:]+):", re.M)
+
+
+def _name_list(text, heading):
+    """The indented names under 'List of <heading> tests:' (gdrcopy_sanity's summary)."""
+    m = re.search(r"^List of %s tests:\n((?:[ \t]+\S+\n?)*)" % heading, text, re.M)
+    return m.group(1).split() if m else []
+
+
+def parse_sanity(text, rc):
+    """gdrcopy_sanity (2.4+: 'Total: N, Passed: P, Failed: F, Waived: W') or sanity (2.3, libcheck:
+    '100%: Checks: N, Failures: F, Errors: E') output and exit code -> counts, failed test names and ok."""
+    text = text or ""
+    m = SANITY_SUMMARY_RE.search(text)
+    if m:
+        total, passed, failed, waived = (int(g) for g in m.groups())
+        out = {"format": "gdrcopy", "total": total, "passed": passed, "failed": failed, "waived": waived,
+               "failed_tests": _name_list(text, "failed"), "waived_tests": _name_list(text, "waived")}
+    else:
+        m = LIBCHECK_SUMMARY_RE.search(text)
+        if not m:
+            return {"format": "", "total": 0, "passed": 0, "failed": 0, "waived": 0, "failed_tests": [],
+                    "waived_tests": [], "rc": rc, "ok": False,
+                    "msg": "gdrcopy_sanity printed no summary line (exit code %s)" % rc}
+        total, failures, errors = (int(g) for g in m.groups())
+        out = {"format": "libcheck", "total": total, "passed": total - failures - errors,
+               "failed": failures + errors, "waived": 0,
+               "failed_tests": sorted(set(LIBCHECK_FAILURE_RE.findall(text))), "waived_tests": []}
+    out["rc"] = rc
+    out["ok"] = rc == 0 and out["failed"] == 0
+    out["msg"] = _sanity_msg(out)
+    return out
+
+
+def _sanity_msg(r):
+    if r["ok"]:
+        return "%d of %d tests passed, %d waived" % (r["passed"], r["total"], r["waived"])
+    names = ", ".join(r["failed_tests"]) or "names not printed"
+    if r["failed"] == 0:
+        return "exit code %s although no test failed" % r["rc"]
+    return "%d of %d tests failed: %s" % (r["failed"], r["total"], names)
+
+
+BENCH_ERROR_RE = re.compile(r"^(.*(?:error|Error|ERROR|failed|FAILED).*)$", re.M)
+
+
+def _bench_error(text, rc):
+    if rc == 0:
+        return ""
+    errors = BENCH_ERROR_RE.findall(text or "")
+    return errors[-1].strip() if errors else "exit code %s" % rc
+
+
+def parse_copybw(text, rc):
+    """gdrcopy_copybw output -> {'results': [{'size', 'write_MBps', 'read_MBps'}], 'ok', 'error'}."""
+    results, size = [], None
+    for line in (text or "").splitlines():
+        m = re.match(r"^(writing|reading) test, size=(\d+)", line)
+        if m:
+            size = int(m.group(2))
+            if m.group(1) == "writing":
+                results.append({"size": size, "write_MBps": None, "read_MBps": None})
+            continue
+        m = re.match(r"^(write|read) BW: ([\d.]+)\s*MB/s", line)
+        if m and results:
+            results[-1]["%s_MBps" % m.group(1)] = float(m.group(2))
+    ok = rc == 0 and bool(results) and all(r["write_MBps"] is not None and r["read_MBps"] is not None
+                                           for r in results)
+    return {"rc": rc, "ok": ok, "results": results, "error": "" if ok else _bench_error(text, rc) or
+            "no bandwidth figures in the output"}
+
+
+COPYLAT_ROW_RE = re.compile(r"^(gdr_copy_to_mapping|gdr_copy_from_mapping|cuMemcpy_H2D|cuMemcpy_D2H)"
+                            r"\s+(\d+)\s+([\d.]+)(?:\s+([\d.]+))?\s*$")
+
+
+def parse_copylat(text, rc):
+    """gdrcopy_copylat output -> {'statistic': 'median'|'average', 'results': {test: [{'size', 'us', 'min_us'}]}}.
+
+    2.6 prints 'Median Time(us)' and 'Min. Time(us)' per size; 2.3-2.5 print one 'Avg.Time(us)'."""
+    results, statistic = {}, ""
+    for line in (text or "").splitlines():
+        if line.startswith("Test") and "Time(us)" in line:
+            statistic = "median" if "Median" in line else "average"
+        m = COPYLAT_ROW_RE.match(line)
+        if m:
+            row = {"size": int(m.group(2)), "us": float(m.group(3)),
+                   "min_us": float(m.group(4)) if m.group(4) else None}
+            results.setdefault(m.group(1), []).append(row)
+    ok = rc == 0 and "gdr_copy_to_mapping" in results and "gdr_copy_from_mapping" in results
+    return {"rc": rc, "ok": ok, "statistic": statistic, "results": results,
+            "error": "" if ok else _bench_error(text, rc) or "no latency figures in the output"}
+
+
+def latency_at(copylat, test, size):
+    """The copylat figure (us) of `test` at `size` bytes, or None."""
+    for row in (copylat or {}).get("results", {}).get(test, []):
+        if row["size"] == size:
+            return row["us"]
+    return None
+
+
+# --- the verdict: blockers, warnings, health ------------------------------------------------------------------
+# Each function reads the gathered facts (plain dicts, as gdrcopy_info returns them) and returns sentences.
+# A blocker keeps gdrcopy from working on the host now; a warning is something that works but is degraded or
+# will break later. Health: red with any blocker, amber with warnings only, else green.
+
+BAR1_WARN_PCT = 90
+
+
+def choose_backend(problem, dmabuf_ok, dmabuf_why):
+    """-> {'active': 'gdrdrv'|'dmabuf'|'none', 'reason': words}. gdrdrv wins whenever it works (the 2.6 library
+    tries the DMA-BUF path only after gdrdrv fails to open)."""
+    if not problem:
+        return {"active": "gdrdrv", "reason": "gdrdrv is loaded and /dev/gdrdrv is usable"}
+    if dmabuf_ok:
+        return {"active": "dmabuf", "reason": "%s; the DMA-BUF path works instead (%s)" % (problem, dmabuf_why)}
+    return {"active": "none", "reason": "%s; the DMA-BUF path is not available either (%s)" % (problem, dmabuf_why)}
+
+
+def gdrdrv_problem(facts):
+    """Why gdrdrv cannot serve gdr_open on a live host right now, in words; '' when it can."""
+    k, g = facts["kernel"], facts["gdrdrv"]
+    dev = g["device"]
+    if not g["loaded"]:
+        if k["modules_disabled"]:
+            return ("module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be "
+                    "loaded until reboot")
+        if not k["running_installed"]:
+            return ("gdrdrv is not loaded, and the running kernel %s has no module tree under /lib/modules to "
+                    "install it in" % k["running"])
+        running = [x for x in k["installed"] if x["release"] == k["running"]]
+        if running and not running[0]["gdrdrv"]:
+            return "gdrdrv is not installed for the running kernel %s" % k["running"]
+        return "gdrdrv is installed for the running kernel %s but not loaded" % k["running"]
+    if not dev["exists"]:
+        return "gdrdrv is loaded but /dev/gdrdrv does not exist (gdrdrv makes no device node itself)"
+    if not dev["ok"]:
+        return ("/dev/gdrdrv is not gdrdrv's device: it is %s %d:%d, /proc/devices gives gdrdrv major %d"
+                % ("char" if dev["is_char"] else "not a char device,", dev["major"], dev["minor"], g["major"]))
+    return ""
+
+
+def runtime_findings(facts):
+    """Blockers and warnings about the running host: NVIDIA driver, gdrdrv, device node, library, backend."""
+    blockers, warnings = [], []
+    problem, backend = gdrdrv_problem(facts), facts["backend"]
+    if not facts["nvidia"]["version"]:
+        blockers.append("no NVIDIA driver is loaded or installed: gdrcopy needs it (gdrdrv needs nvidia.ko)")
+    elif problem and backend["active"] == "dmabuf":
+        warnings.append("%s; gdrcopy uses its DMA-BUF path instead (%s)" % (problem, backend["dmabuf"]["reason"]))
+    elif problem:
+        blockers.append(problem)
+        blockers.append("the 2.6 DMA-BUF path cannot replace gdrdrv here: " + backend["dmabuf"]["reason"])
+    blockers.extend(_library_blockers(facts))
+    warnings.extend(_gdrdrv_warnings(facts))
+    warnings.extend(_version_warnings(facts))
+    return blockers, warnings
+
+
+def _library_blockers(facts):
+    if facts["tools"].get("ldconfig") and not facts["library"]["version"]:
+        return ["libgdrapi is not installed (ldconfig knows no libgdrapi.so.2)"]
+    return []
+
+
+def _gdrdrv_warnings(facts):
+    g, k, nv = facts["gdrdrv"], facts["kernel"], facts["nvidia"]
+    out = []
+    if not g["loaded"]:
+        return out
+    if k["modules_disabled"]:
+        out.append("module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be "
+                   "reloaded or updated until reboot")
+    if g["srcversion"] and g["installed_srcversion"] and g["srcversion"] != g["installed_srcversion"]:
+        out.append("the loaded gdrdrv (srcversion %s) is not the installed one (%s): a reload or reboot is pending"
+                   % (g["srcversion"], g["installed_srcversion"]))
+    flavor = g["params"].get("flavor")
+    if flavor and nv["flavor"] and flavor != nv["flavor"]:
+        out.append("gdrdrv was built for the %s NVIDIA driver but the %s one is loaded" % (flavor, nv["flavor"]))
+    mode = g["device"]["mode"]
+    if mode and int(mode, 8) & 0o002:
+        out.append("/dev/gdrdrv is world-writable (mode %s): any local user can map GPU memory" % mode)
+    return out
+
+
+def _version_warnings(facts):
+    gc = facts["gdrcopy"]
+    out = []
+    if gc["skew"]:
+        out.append("libgdrapi %s and the loaded gdrdrv %s are different releases" % (
+            gc["library_version"], gc["driver_version"]))
+    pinned = major_minor(gc["release"])
+    if pinned and gc["library_version"] and pinned != gc["library_version"]:
+        out.append("libgdrapi %s is installed but the pinned release is %s" % (gc["library_version"], gc["release"]))
+    return out
+
+
+def gpu_findings(gpus, rdma):
+    """Warnings about the GPUs: a PCIe link narrower than it can be, BAR1 nearly full, no RDMA NIC on a GPU's
+    NUMA node. (A lower link *speed* is not warned about: GPUs slow their link down when idle.)"""
+    out = []
+    for gpu in gpus:
+        name = "GPU %s (%s)" % (gpu["index"], gpu["bus_id"])
+        width, max_width = gpu["link"]["width"], gpu["link"]["max_width"]
+        if width and max_width and width < max_width:
+            out.append("%s runs its PCIe link at x%d of x%d" % (name, width, max_width))
+        pct = gpu["bar1_used_pct"]
+        if pct is not None and pct >= BAR1_WARN_PCT:
+            out.append("BAR1 of GPU %s is %d%% used (%d of %d MiB): gdrcopy cannot pin more GPU memory once it "
+                       "is full" % (gpu["index"], pct, gpu["bar1_used_mib"], gpu["bar1_total_mib"]))
+    out.extend("%s is on NUMA node %d but no RDMA device is (%s): GPUDirect RDMA traffic crosses the CPU "
+               "interconnect" % (m["gpu"], m["numa_node"], m["rdma"]) for m in numa_mismatches(gpus, rdma))
+    return out
+
+
+def numa_mismatches(gpus, rdma):
+    """GPUs on a known NUMA node that no RDMA device shares, when the host has RDMA devices on known nodes."""
+    nodes = set(d["numa_node"] for d in rdma if d["numa_node"] >= 0)
+    if not nodes:
+        return []
+    where = ", ".join("%s: node %d" % (d["name"], d["numa_node"]) for d in rdma if d["numa_node"] >= 0)
+    return [{"gpu": "GPU %s (%s)" % (g["index"], g["bus_id"]), "numa_node": g["numa_node"], "rdma": where}
+            for g in gpus if g["numa_node"] >= 0 and g["numa_node"] not in nodes]
+
+
+def peermem_findings(facts):
+    """Warnings about GPUDirect RDMA: the legacy nv_peer_mem, nvidia-peermem missing where it is useful."""
+    pm = facts["peermem"]
+    out = []
+    if pm["nv_peer_mem"]["loaded"]:
+        out.append("the deprecated nv_peer_mem is loaded: it conflicts with nvidia-peermem (set "
+                   "nvidia_peermem_legacy_nv_peer_mem: remove)")
+    if not facts["rdma"] or pm["nvidia_peermem"]["loaded"]:
+        return out
+    if pm["ib_core"]["peer_memory_api"] is False:
+        out.append("RDMA devices are present but ib_core has no peer-memory API (inbox RDMA stack): nvidia-peermem "
+                   "cannot load, so NICs cannot register GPU memory (gdrcopy itself does not need it)")
+    elif not pm["nv_peer_mem"]["loaded"]:
+        out.append("nvidia-peermem is not loaded: RDMA NICs cannot register GPU memory (gdrcopy itself does not "
+                   "need it)")
+    return out
+
+
+def kernel_findings(facts):
+    """Warnings about installed kernels that would boot without a usable gdrdrv."""
+    kernels = facts["kernel"]["installed"]
+    if not any(k["gdrdrv"] for k in kernels):
+        return []  # gdrcopy is not installed at all: nothing to compare against
+    out = []
+    for k in kernels:
+        if not k["gdrdrv"]:
+            out.append("kernel %s has no gdrdrv%s: gdrcopy has no driver after booting it" % (
+                k["release"], "" if k["headers"] else " (its headers are not installed)"))
+    return out
+
+
+def signing_findings(facts):
+    """Blockers and warnings about module signatures, Secure Boot and the MOK."""
+    blockers, warnings = [], []
+    k, sb = facts["kernel"], facts["secure_boot"]
+    mok = sb["mok"]
+    for kern in k["installed"]:
+        enforced = kern["sig_force"] or (facts["live"] and kern["release"] == k["running"] and k["sig_enforce"])
+        if not enforced:
+            continue
+        for mod in kern["gdrdrv_modules"]:
+            problem = _signature_problem(mod, mok)
+            if not problem:
+                continue
+            sentence = "module signatures are enforced on %s and gdrdrv (%s) %s" % (kern["release"], mod["path"],
+                                                                                   problem)
+            load_now = facts["live"] and kern["release"] == k["running"] and not facts["gdrdrv"]["loaded"]
+            (blockers if load_now else warnings).append(sentence)
+    if mok["pending"]:
+        warnings.append("a MOK enrollment is pending (%s): confirm it at the console (MokManager) during the next "
+                        "boot" % ", ".join(mok["pending"]))
+    if sb["enabled"] and mok["state"] == "not_enrolled":
+        warnings.append("Secure Boot is on and the certificate %s is not enrolled: modules it signs will not load"
+                        % mok["cert"])
+    return blockers, warnings
+
+
+def _signature_problem(mod, mok):
+    if mod["signed"] is False:
+        return "is not signed: the kernel refuses it"
+    if mod["ours"] and mok["state"] in ("not_enrolled", "pending"):
+        return "is signed by %s, whose key is %s: the kernel refuses it until the key is enrolled" % (
+            mod["signer"] or "our key", "not enrolled" if mok["state"] == "not_enrolled" else "only pending enrollment")
+    return ""
+
+
+def assess(facts):
+    """-> (blockers, warnings, health) for gathered facts. A live host is judged on what runs now; an image on
+    what it will boot with."""
+    blockers, warnings = [], []
+    if facts["live"]:
+        b, w = runtime_findings(facts)
+        blockers += b
+        warnings += w
+        warnings += gpu_findings(facts["gpus"], facts["rdma"])
+        warnings += peermem_findings(facts)
+    warnings += kernel_findings(facts)
+    b, w = signing_findings(facts)
+    blockers += b
+    warnings += w
+    return blockers, warnings, "red" if blockers else ("amber" if warnings else "green")

@@ -1,11 +1,26 @@
-"""gdrcopy_info against file-system captures: the shared H200 host and a small synthetic image root."""
+"""gdrcopy_info against real captures (the shared H200 host; the device run under tests/fixtures/hosts) and small
+synthetic roots: every field, with its argv, fed through a fake run_command."""
 
 import json
 import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 import gdrcopy_info
+from conftest import REPO, SHARED
+
+H200 = SHARED / "fixtures" / "hosts" / "h200-vm-modules-disabled"
+DEVICE = REPO / "tests" / "fixtures" / "hosts" / "h200-device-gdrcopy-2.6-tests"
+SMI = "/usr/local/nvidia/bin/nvidia-smi"
+SMI_QUERY = (SMI, "--query-gpu=index,name,pci.bus_id,driver_version,memory.total,memory.used,pcie.link.gen.current,"
+             "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max", "--format=csv")
+SMI_MEMORY = (SMI, "-q", "-d", "MEMORY")
 
 
 class FakeModule:
@@ -19,43 +34,362 @@ class FakeModule:
 
     def run_command(self, argv, environ_update=None):
         assert environ_update == {"LC_ALL": "C"}
-        self.calls.append(argv)
+        assert isinstance(argv, list)
+        self.calls.append(tuple(argv))
         return self.outputs.get(tuple(argv), (1, "", "not found"))
 
 
+def captured(path):
+    """A cmd/NAME.txt capture -> (rc, output): its last line is __rc=N."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    assert lines[-1].startswith("__rc="), path
+    return int(lines[-1].strip()[5:]), "".join(lines[:-1]), ""
+
+
+def copy_capture(src, dst):
+    """A capture's fs/ as a root: '__unreadable' files (reading failed on the host) are left out."""
+    def ignore(folder, names):
+        return [n for n in names if os.path.isfile(os.path.join(folder, n))
+                and Path(folder, n).read_bytes() == b"__unreadable\n"]
+    shutil.copytree(src, dst, ignore=ignore)
+    return str(dst)
+
+
+def params(root, **extra):
+    p = {"root": root, "cuda_home": "/usr/local/cuda", "build_root": "/var/lib/gdrcopy-ansible/build",
+         "prefix": "/opt/gdrcopy", "nvidia_src_dir": None, "release": "", "mok_cert": None, "run_tests": [],
+         "gpu_id": 0, "tests_timeout": 900}
+    p.update(extra)
+    return p
+
+
 @pytest.fixture
-def h200_root(shared_fixture):
+def h200(tmp_path, shared_fixture):
     shared_fixture("hosts/h200-vm-modules-disabled", "README.md")  # fails clearly when ../shared is missing
-    from conftest import SHARED
-    return str(SHARED / "fixtures" / "hosts" / "h200-vm-modules-disabled" / "fs")
+    root = copy_capture(H200 / "fs", tmp_path / "h200")
+    m = FakeModule(tools={"nvidia-smi": SMI}, outputs={
+        SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"),
+        SMI_MEMORY: captured(H200 / "cmd" / "nvidia_smi_q_memory.txt"),
+    })
+    return m, gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
 
 
-def test_the_h200_capture(h200_root):
-    m = FakeModule()  # the capture has no kmod tools at all
-    r = gdrcopy_info.gather(m, h200_root, "/usr/local/cuda", "/var/lib/gdrcopy-ansible/build", "/opt/gdrcopy")
-    assert r["kernel"]["modules_disabled"] is True
-    assert r["kernel"]["sig_enforce"] is True
-    assert r["kernel"]["efi"] is False
-    assert r["kernel"]["installed"] == []  # no /lib/modules in the capture
-    assert r["kernel"]["running"] == ""  # an inspected root is not the running host
-    assert r["nvidia"]["loaded"] is True
-    assert (r["nvidia"]["version"], r["nvidia"]["flavor"]) == ("580.159.04", "open")
-    assert r["nvidia"]["source_trees"] == []
+def test_the_h200_capture_blocks_with_both_reasons(h200):
+    _, r = h200
+    assert r["health"] == "red"
+    assert r["blockers"] == [
+        "module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until reboot",
+        "the 2.6 DMA-BUF path cannot replace gdrdrv here: CUDA driver 13.0 < 13.3; no gdrcopy release installed or "
+        "pinned (2.6+ needed)",
+    ]
+    assert r["concerns"] == []
+    assert r["backend"]["active"] == "none"
+    assert r["backend"]["dmabuf"] == {"available": False, "reason": (
+        "CUDA driver 13.0 < 13.3; no gdrcopy release installed or pinned (2.6+ needed)")}
+    assert r["backend"]["reason"].startswith("module loading is disabled")
+
+
+def test_the_h200_capture_kernel_and_driver(h200):
+    m, r = h200
+    k = r["kernel"]
+    assert (k["running"], k["running_installed"], k["installed"]) == ("6.18.44-fc-v657-gpu", False, [])
+    assert (k["modules_disabled"], k["sig_enforce"], k["efi"], k["lockdown"]) == (True, True, False, "")
+    assert r["secure_boot"] == {"efi": False, "enabled": False, "setup_mode": False,
+                                "source": "no EFI (Secure Boot does not apply)",
+                                "mok": {"cert": "", "serial": "", "subject": "", "state": "unknown",
+                                        "detail": "not an EFI system", "pending": []}}
+    assert (r["nvidia"]["loaded"], r["nvidia"]["version"], r["nvidia"]["flavor"]) == (True, "580.159.04", "open")
     assert r["nvidia"]["source_match"] == {"reason": "no NVIDIA kernel source tree (nv-p2p.h) was found"}
+    assert r["cuda"]["driver_version"] == "13.0" and r["cuda"]["driver_version_source"] == "nvidia-smi"
+    assert r["load_order"] == ["nvidia", "nvidia_uvm"]
     assert r["gdrdrv"]["loaded"] is False and r["gdrdrv"]["major"] == -1
     assert r["gdrdrv"]["device"]["exists"] is False and r["gdrdrv"]["device"]["ok"] is False
-    assert r["library"] == {"paths": [], "version": ""}
+    assert r["library"] == {"paths": [], "version": ""}  # no ldconfig on the capture: not claimed missing
+    assert r["gdrcopy"] == {"release": "", "installed_release": "", "library_version": "", "driver_version": "",
+                            "skew": False, "tests_dir": "/opt/gdrcopy/current/bin",
+                            "tests": {"sanity": "", "copybw": "", "copylat": ""}}
     assert r["builds"] == {} and r["installs"] == {}
-    assert set(r["tools"].values()) == {""}
+    assert r["tools"]["nvidia-smi"] == SMI and r["tools"]["modinfo"] == ""
+    assert m.calls == [SMI_QUERY, SMI_MEMORY]
+
+
+def test_the_h200_capture_gpu(h200):
+    _, r = h200
+    assert r["gpus"] == [{
+        "index": 0, "name": "NVIDIA H200", "bus_id": "00000000:00:06.0", "pci": "0000:00:06.0",
+        "driver_version": "580.159.04", "memory_total_mib": 143771, "memory_used_mib": 0,
+        "bar1_total_mib": 262144, "bar1_used_mib": 1, "bar1_used_pct": 0, "numa_node": -1,
+        "link": {"speed": 32.0, "max_speed": 32.0, "gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+        "smi_link": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+    }]
+
+
+def test_the_h200_capture_rdma_and_peermem(h200):
+    _, r = h200
+    assert r["rdma"] == [] and r["numa_mismatches"] == []
+    pm = r["peermem"]
+    assert pm["nvidia_peermem"] == {"loaded": False, "available": False, "files": [], "version": ""}
+    assert pm["nv_peer_mem"]["loaded"] is False
+    # ib_core is built into that kernel (its /sys/module dir, no initstate, not in /proc/modules); the capture
+    # has no /proc/kallsyms, so the peer-memory API is unknown
+    assert pm["ib_core"] == {"loaded": True, "builtin": True, "version": "", "peer_memory_api": None,
+                             "peer_clients": [], "evidence": "/proc/kallsyms is not readable"}
+    assert r["tests"] == {"ran": False, "reason": "no test asked for", "gpu_id": 0}
+
+
+def test_without_nvidia_smi_the_gpu_comes_from_sysfs_and_procfs(tmp_path, shared_fixture):
+    shared_fixture("hosts/h200-vm-modules-disabled", "README.md")
+    root = copy_capture(H200 / "fs", tmp_path / "h200")
+    m = FakeModule()
+    r = gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
+    gpu = r["gpus"][0]
+    assert (gpu["name"], gpu["bus_id"], gpu["index"], gpu["bar1_total_mib"]) == ("NVIDIA H200", "0000:00:06.0", "0",
+                                                                                 None)
+    assert gpu["link"]["width"] == 16
+    assert r["cuda"]["driver_version"] == ""
+    assert "CUDA driver version unknown (nvidia-smi gave none; 13.3+ needed)" in r["blockers"][1]
     assert m.calls == []
 
+
+# --- the device run: the real gdrcopy 2.6 test programs on the H200 without gdrdrv ----------------------------
+
+@pytest.fixture
+def device_root(tmp_path):
+    """A live-looking root with gdrcopy installed the way the role does it (tests under <prefix>/current/bin)."""
+    root = tmp_path / "host"
+    for rel in ("proc/sys/kernel", "sys/module/nvidia", "sys/bus/pci/devices/0000:00:06.0",
+                "opt/gdrcopy/2.6/bin", "proc/driver/nvidia"):
+        (root / rel).mkdir(parents=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.18.44-fc-v657-gpu\n")
+    (root / "proc/sys/kernel/modules_disabled").write_text("1\n")
+    (root / "proc/modules").write_text(captured(DEVICE / "cmd" / "proc_modules.txt")[1])
+    (root / "sys/module/nvidia/version").write_text("580.159.04\n")
+    dev = root / "sys/bus/pci/devices/0000:00:06.0"
+    for name, value in (("vendor", "0x10de"), ("class", "0x030200"), ("numa_node", "-1")):
+        (dev / name).write_text(value + "\n")
+    for prog in ("gdrcopy_sanity", "gdrcopy_copybw", "gdrcopy_copylat"):
+        (root / "opt/gdrcopy/2.6/bin" / prog).write_text("")
+    os.symlink("2.6", root / "opt/gdrcopy/current")
+    return str(root)
+
+
+def device_module(extra_outputs=None):
+    outputs = {SMI_QUERY: captured(DEVICE / "cmd" / "nvidia_smi_query_csv.txt"),
+               SMI_MEMORY: captured(DEVICE / "cmd" / "nvidia_smi_q_memory.txt")}
+    outputs.update(extra_outputs or {})
+    return FakeModule(tools={"nvidia-smi": SMI, "timeout": "/usr/bin/timeout"}, outputs=outputs)
+
+
+def test_the_real_tests_fail_without_gdrdrv_and_name_every_failed_test(device_root):
+    bin_ = "/opt/gdrcopy/current/bin/"
+    wrap = ("/usr/bin/timeout", "--kill-after=10", "600")
+    m = device_module({
+        wrap + (bin_ + "gdrcopy_sanity", "-d", "0"): captured(DEVICE / "cmd" / "sanity.txt"),
+        wrap + (bin_ + "gdrcopy_copybw", "-d", "0"): captured(DEVICE / "cmd" / "copybw.txt"),
+        wrap + (bin_ + "gdrcopy_copylat", "-d", "0"): captured(DEVICE / "cmd" / "copylat.txt"),
+    })
+    p = params(device_root, run_tests=["sanity", "copybw", "copylat"], tests_timeout=600)
+    r = gdrcopy_info.gather(m, p, gdrcopy_info.Host(m, device_root, live=True))
+    t = r["tests"]
+    assert (t["ran"], t["reason"], t["gpu_id"]) == (True, "", 0)
+    assert (t["sanity"]["total"], t["sanity"]["passed"], t["sanity"]["failed"], t["sanity"]["ok"]) == (36, 0, 36, False)
+    assert len(t["sanity"]["failed_tests"]) == 36 and t["sanity"]["failed_tests"][0] == "attributes_sanity"
+    assert t["sanity"]["argv"] == list(wrap + (bin_ + "gdrcopy_sanity", "-d", "0"))
+    assert t["copybw"]["ok"] is False
+    assert t["copybw"]["error"] == "gdr_open error: Is gdrdrv driver installed and loaded?"
+    assert t["copylat"]["ok"] is False and t["copylat"]["results"] == {}
+    assert r["gdrcopy"]["installed_release"] == "2.6"
+
+
+def test_the_tests_use_gpu_id_and_skip_with_a_reason(device_root, tmp_path):
+    m = device_module()
+    p = params(device_root, run_tests=["copybw"], gpu_id=3)
+    r = gdrcopy_info.gather(m, p, gdrcopy_info.Host(m, device_root, live=True))
+    assert r["tests"]["copybw"]["argv"][-3:] == ["/opt/gdrcopy/current/bin/gdrcopy_copybw", "-d", "3"]
+    os.unlink(os.path.join(device_root, "opt/gdrcopy/2.6/bin/gdrcopy_copylat"))
+    r = gdrcopy_info.gather(m, params(device_root, run_tests=["sanity", "copylat"]),
+                            gdrcopy_info.Host(m, device_root, live=True))
+    assert r["tests"]["ran"] is False
+    assert r["tests"]["reason"].startswith("gdrcopy's test programs (copylat) are not installed under "
+                                           "/opt/gdrcopy/current/bin")
+    no_gpu = FakeModule()
+    shutil.rmtree(os.path.join(device_root, "sys/bus/pci/devices/0000:00:06.0"))
+    r = gdrcopy_info.gather(no_gpu, params(device_root, run_tests=["sanity"]),
+                            gdrcopy_info.Host(no_gpu, device_root, live=True))
+    assert r["tests"]["reason"] == "no NVIDIA GPU on this host: only the GPU-less smoke check applies"
+
+
+def test_sanity_of_2_4_takes_no_gpu_id(device_root):
+    os.rename(os.path.join(device_root, "opt/gdrcopy/2.6"), os.path.join(device_root, "opt/gdrcopy/2.4.4"))
+    os.unlink(os.path.join(device_root, "opt/gdrcopy/current"))
+    os.symlink("2.4.4", os.path.join(device_root, "opt/gdrcopy/current"))
+    m = device_module()
+    r = gdrcopy_info.gather(m, params(device_root, run_tests=["sanity"]), gdrcopy_info.Host(m, device_root, live=True))
+    assert r["tests"]["sanity"]["argv"][-1] == "/opt/gdrcopy/current/bin/gdrcopy_sanity"
+
+
+# --- a host that works: gdrdrv loaded, signed modules, Secure Boot, RDMA ---------------------------------------
 
 def write(root, rel, text=""):
     path = os.path.join(root, rel.lstrip("/"))
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    mode = "wb" if isinstance(text, bytes) else "w"
+    with open(path, mode) as f:
         f.write(text)
 
+
+KERNEL = "6.1.0-50-amd64"
+MODINFO_SIGNED = """filename:       /lib/modules/6.1.0-50-amd64/updates/gdrcopy/gdrdrv.ko
+version:        2.6
+license:        Dual MIT/GPL
+srcversion:     8D2E1F5C0B1B3A4A6C7D8E9
+depends:        nvidia
+vermagic:       6.1.0-50-amd64 SMP preempt mod_unload modversions
+sig_id:         PKCS#7
+signer:         gdrcopy-ansible module signing key
+sig_key:        51:3A:0F:99:12
+sig_hashalgo:   sha256
+signature:      30:45:02:21:00:D2
+\t\t4B:7A
+parm:           dbg_enabled:enable debug tracing (int)
+parm:           info_enabled:enable info tracing (int)
+"""
+
+
+@pytest.fixture
+def working_root(tmp_path):
+    root = str(tmp_path / "host")
+    write(root, f"/boot/vmlinuz-{KERNEL}")
+    write(root, f"/boot/config-{KERNEL}", 'CONFIG_MODULE_SIG=y\nCONFIG_MODULE_SIG_HASH="sha256"\n')
+    os.makedirs(os.path.join(root, f"lib/modules/{KERNEL}/kernel"))
+    write(root, f"/lib/modules/{KERNEL}/modules.dep", "updates/gdrcopy/gdrdrv.ko: extra/nvidia.ko\nextra/nvidia.ko:\n"
+                                                     "kernel/drivers/infiniband/core/ib_core.ko:\n")
+    write(root, f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF...~Module signature appended~\n")
+    write(root, "/proc/sys/kernel/osrelease", KERNEL + "\n")
+    write(root, "/proc/sys/kernel/modules_disabled", "0\n")
+    write(root, "/sys/module/module/parameters/sig_enforce", "Y\n")
+    write(root, "/sys/kernel/security/lockdown", "none [integrity] confidentiality\n")
+    write(root, "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c", b"\x06\x00\x00\x00\x01")
+    write(root, "/proc/modules", "gdrdrv 24576 0 - Live 0x0 (OE)\nnvidia_peermem 16384 0 - Live 0x0 (POE)\n"
+                                 "ib_core 462848 1 nvidia_peermem, Live 0x0\nnvidia 56623104 2 gdrdrv,nvidia_peermem, "
+                                 "Live 0x0 (POE)\n")
+    for mod in ("gdrdrv", "nvidia_peermem", "ib_core", "nvidia"):
+        write(root, f"/sys/module/{mod}/initstate", "live\n")
+    write(root, "/sys/module/nvidia/version", "535.261.03\n")
+    write(root, "/sys/module/gdrdrv/srcversion", "8D2E1F5C0B1B3A4A6C7D8E9\n")
+    write(root, "/sys/module/gdrdrv/refcnt", "0\n")
+    write(root, "/sys/module/ib_core/version", "24.10-1.1.4\n")
+    write(root, "/sys/kernel/mm/memory_peers/nv_mem/version", "1.0\n")
+    write(root, "/proc/devices", "Character devices:\n195 nvidia\n509 gdrdrv\n\nBlock devices:\n  7 loop\n")
+    write(root, "/proc/driver/gdrdrv/params", "Version: 2.6\nBuilt for NVIDIA driver flavor: proprietary\n"
+                                              "Use persistent mapping: yes\ndbg_enabled: 0\ninfo_enabled: 0\n")
+    write(root, "/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Release "
+                                               "Build  (dvs-builder@U16-I3-B03-4-1)\n")
+    for bdf, numa in (("0000:17:00.0", "0"), ("0000:98:00.0", "1")):  # GPU 0 and GPU 1
+        dev = f"/sys/bus/pci/devices/{bdf}/"
+        for name, value in (("vendor", "0x10de"), ("class", "0x030200"), ("numa_node", numa),
+                            ("current_link_speed", "32.0 GT/s PCIe"), ("max_link_speed", "32.0 GT/s PCIe"),
+                            ("current_link_width", "8" if numa == "1" else "16"), ("max_link_width", "16")):
+            write(root, dev + name, value + "\n")
+    write(root, "/sys/class/infiniband/mlx5_0/device/numa_node", "0\n")
+    for name, value in (("state", "4: ACTIVE"), ("link_layer", "InfiniBand"), ("rate", "400 Gb/sec (4X NDR)")):
+        write(root, f"/sys/class/infiniband/mlx5_0/ports/1/{name}", value + "\n")
+    write(root, "/opt/gdrcopy/2.6/lib/libgdrapi.so.2.6")
+    os.symlink("libgdrapi.so.2.6", os.path.join(root, "opt/gdrcopy/2.6/lib/libgdrapi.so.2"))
+    os.symlink("2.6", os.path.join(root, "opt/gdrcopy/current"))
+    os.makedirs(os.path.join(root, "dev"))
+    try:
+        os.mknod(os.path.join(root, "dev/gdrdrv"), stat.S_IFCHR | 0o660, os.makedev(509, 0))
+    except PermissionError:
+        pytest.skip("making a character device needs root (CAP_MKNOD)")
+    return root
+
+
+def working_module(root):
+    tools = {"modinfo": "/usr/sbin/modinfo", "ldconfig": "/usr/sbin/ldconfig", "mokutil": "/usr/bin/mokutil",
+             "openssl": "/usr/bin/openssl", "nvidia-smi": SMI}
+    ko = os.path.join(root, f"lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko")
+    cert = os.path.join(root, "var/lib/gdrcopy-ansible/mok/mok.der")
+    query = ("index, name, pci.bus_id, driver_version, memory.total [MiB], memory.used [MiB], pcie.link.gen.current, "
+             "pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max\n"
+             "0, NVIDIA H100 80GB HBM3, 00000000:17:00.0, 535.261.03, 81559 MiB, 0 MiB, 5, 5, 16, 16\n"
+             "1, NVIDIA H100 80GB HBM3, 00000000:98:00.0, 535.261.03, 81559 MiB, 2 MiB, 5, 5, 8, 16\n")
+    memory = ("Driver Version                            : 535.261.03\nCUDA Version                              : 12.2\n\n"
+              "GPU 00000000:17:00.0\n    BAR1 Memory Usage\n        Total                             : 131072 MiB\n"
+              "        Used                              : 122000 MiB\n        Free                              : 9072 MiB\n"
+              "GPU 00000000:98:00.0\n    BAR1 Memory Usage\n        Total                             : 131072 MiB\n"
+              "        Used                              : 2 MiB\n        Free                              : 131070 MiB\n")
+    return FakeModule(tools=tools, outputs={
+        ("/usr/sbin/modinfo", ko): (0, MODINFO_SIGNED, ""),
+        ("/usr/sbin/modinfo", "-F", "srcversion", "gdrdrv"): (0, "8D2E1F5C0B1B3A4A6C7D8E9\n", ""),
+        ("/usr/sbin/ldconfig", "-p"): (0, "2 libs found in cache `/etc/ld.so.cache'\n\tlibgdrapi.so.2 (libc6,x86-64) =>"
+                                          " /opt/gdrcopy/current/lib/libgdrapi.so.2\n", ""),
+        ("/usr/bin/mokutil", "--sb-state"): (0, "SecureBoot enabled\n", ""),
+        ("/usr/bin/mokutil", "--list-new"): (1, "", "MokNew is empty\n"),
+        ("/usr/bin/mokutil", "--test-key", cert): (1, f"{cert} is already enrolled\n", ""),
+        ("/usr/bin/openssl", "x509", "-inform", "DER", "-in", cert, "-noout", "-serial", "-subject"): (
+            0, "serial=513A0F9912\nsubject=CN = gdrcopy-ansible module signing key\n", ""),
+        SMI_QUERY: (0, query, ""),
+        SMI_MEMORY: (0, memory, ""),
+    })
+
+
+def test_a_working_host_with_signed_modules_secure_boot_and_rdma(working_root):
+    write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
+    m = working_module(working_root)
+    r = gdrcopy_info.gather(m, params(working_root, release="2.6", mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_info.Host(m, working_root, live=True))
+    k = r["kernel"]["installed"][0]
+    assert k["gdrdrv_modules"] == [{
+        "path": f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", "signed": True,
+        "signer": "gdrcopy-ansible module signing key", "sig_key": "51:3A:0F:99:12", "sig_hashalgo": "sha256",
+        "version": "2.6", "srcversion": "8D2E1F5C0B1B3A4A6C7D8E9", "vermagic": f"{KERNEL} SMP preempt mod_unload modversions",
+        "ours": True}]
+    assert r["secure_boot"]["enabled"] is True and r["secure_boot"]["source"] == "mokutil --sb-state"
+    assert r["secure_boot"]["mok"]["state"] == "enrolled" and r["secure_boot"]["mok"]["serial"] == "513A0F9912"
+    assert r["secure_boot"]["mok"]["subject"] == "gdrcopy-ansible module signing key"
+    assert r["kernel"]["lockdown"] == "integrity"
+    assert r["load_order"] == ["nvidia", "ib_core", "nvidia_peermem", "gdrdrv"]
+    assert r["backend"]["active"] == "gdrdrv"
+    assert (r["gdrcopy"]["library_version"], r["gdrcopy"]["driver_version"], r["gdrcopy"]["skew"]) == ("2.6", "2.6", False)
+    assert r["library"]["paths"] == ["/opt/gdrcopy/current/lib/libgdrapi.so.2"]
+    assert r["peermem"]["nvidia_peermem"]["loaded"] is True
+    assert r["peermem"]["ib_core"]["peer_memory_api"] is True
+    assert r["peermem"]["ib_core"]["evidence"] == "/sys/kernel/mm/memory_peers lists nv_mem"
+    assert r["peermem"]["ib_core"]["builtin"] is False and r["peermem"]["ib_core"]["version"] == "24.10-1.1.4"
+    assert r["rdma"] == [{"name": "mlx5_0", "pci": "", "numa_node": 0, "ports": [
+        {"port": "1", "state": "4: ACTIVE", "link_layer": "InfiniBand", "rate": "400 Gb/sec (4X NDR)"}]}]
+    assert r["numa_mismatches"] == [{"gpu": "GPU 1 (00000000:98:00.0)", "numa_node": 1, "rdma": "mlx5_0: node 0"}]
+    assert r["gpus"][0]["bar1_used_pct"] == 93
+    assert r["concerns"] == [
+        "BAR1 of GPU 0 is 93% used (122000 of 131072 MiB): gdrcopy cannot pin more GPU memory once it is full",
+        "GPU 1 (00000000:98:00.0) runs its PCIe link at x8 of x16",
+        "GPU 1 (00000000:98:00.0) is on NUMA node 1 but no RDMA device is (mlx5_0: node 0): GPUDirect RDMA traffic "
+        "crosses the CPU interconnect",
+    ]
+    assert r["health"] == "amber"
+
+
+def test_unloading_gdrdrv_turns_a_working_host_red(working_root):
+    shutil.rmtree(os.path.join(working_root, "sys/module/gdrdrv"))
+    m = working_module(working_root)
+    r = gdrcopy_info.gather(m, params(working_root), gdrcopy_info.Host(m, working_root, live=True))
+    assert r["health"] == "red"
+    assert r["blockers"][0] == f"gdrdrv is installed for the running kernel {KERNEL} but not loaded"
+    assert "CUDA driver 12.2 < 13.3" in r["blockers"][1]
+
+
+def test_an_unsigned_gdrdrv_under_enforcement_is_a_blocker(working_root):
+    shutil.rmtree(os.path.join(working_root, "sys/module/gdrdrv"))
+    write(working_root, f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF unsigned")
+    m = FakeModule(tools={})  # no modinfo: the trailer alone says unsigned
+    r = gdrcopy_info.gather(m, params(working_root), gdrcopy_info.Host(m, working_root, live=True))
+    assert r["kernel"]["installed"][0]["gdrdrv_modules"][0]["signed"] is False
+    assert (f"module signatures are enforced on {KERNEL} and gdrdrv (/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko)"
+            " is not signed: the kernel refuses it") in r["blockers"]
+
+
+# --- an image root: nothing live, commands only through modinfo -b -------------------------------------------
 
 @pytest.fixture
 def image_root(tmp_path):
@@ -83,18 +417,20 @@ def image_root(tmp_path):
 
 def test_an_image_root(image_root):
     modinfo = "/usr/sbin/modinfo"
-    m = FakeModule(tools={"modinfo": modinfo}, outputs={
+    m = FakeModule(tools={"modinfo": modinfo, "nvidia-smi": SMI, "mokutil": "/usr/bin/mokutil"}, outputs={
         (modinfo, "-b", image_root, "-k", "6.1.0-50-amd64", "-F", "version", "nvidia"): (0, "535.261.03\n", ""),
         (modinfo, "-b", image_root, "-k", "6.1.0-50-amd64", "-F", "license", "nvidia"): (0, "Dual MIT/GPL\n", ""),
     })
-    r = gdrcopy_info.gather(m, image_root, "/usr/local/cuda", "/var/lib/gdrcopy-ansible/build", "/opt/gdrcopy")
+    r = gdrcopy_info.gather(m, params(image_root))
     kernels = {k["release"]: k for k in r["kernel"]["installed"]}
     assert list(kernels) == ["6.1.0-47-amd64", "6.1.0-50-amd64"]  # the leftover 5.10 dir is no kernel
     assert kernels["6.1.0-50-amd64"]["headers"] is True  # through the image's absolute symlink
     assert kernels["6.1.0-47-amd64"]["headers"] is False
     assert kernels["6.1.0-50-amd64"]["sig_hash"] == "sha256"
     assert kernels["6.1.0-50-amd64"]["gdrdrv"] == ["/lib/modules/6.1.0-50-amd64/updates/gdrcopy/gdrdrv.ko"]
+    assert kernels["6.1.0-50-amd64"]["gdrdrv_modules"][0]["signed"] is False  # no signature trailer
     assert kernels["6.1.0-47-amd64"]["gdrdrv"] == []
+    assert r["kernel"]["running"] == "" and r["live"] is False  # an inspected root is not the running host
     nv = r["nvidia"]
     assert (nv["loaded"], nv["version"], nv["flavor"]) == (False, "535.261.03", "open")
     assert nv["version_source"] == "modinfo -k 6.1.0-50-amd64 nvidia"
@@ -102,14 +438,46 @@ def test_an_image_root(image_root):
     assert [t["flavor"] for t in nv["source_trees"]] == ["proprietary", "open"]
     assert r["builds"] == {"/var/lib/gdrcopy-ansible/build/2.6-abc/lib": {"component": "lib", "source": "2.6-abc"}}
     assert r["installs"] == {"/opt/gdrcopy/2.6": {}}
+    assert r["gpus"] == [] and r["backend"]["active"] == "none"
+    assert r["blockers"] == []
+    assert r["concerns"] == ["kernel 6.1.0-47-amd64 has no gdrdrv (its headers are not installed): gdrcopy has no "
+                             "driver after booting it"]
+    assert r["health"] == "amber"
+    # nvidia-smi and mokutil describe the running host, never an image: not run
+    assert [c for c in m.calls if c[0] != modinfo] == []
 
 
 def test_an_explicit_nvidia_source_dir(image_root):
     m = FakeModule()
-    r = gdrcopy_info.gather(m, image_root, "/usr/local/cuda", "/b", "/p",
-                            nvidia_src_dir="/usr/src/nvidia-current-535.261.03/nvidia")
+    r = gdrcopy_info.gather(m, params(image_root, build_root="/b", prefix="/p",
+                                      nvidia_src_dir="/usr/src/nvidia-current-535.261.03/nvidia"))
     assert r["nvidia"]["source_match"]["flavor"] == "proprietary"
     assert r["nvidia"]["source_match"]["reason"] == "set by the user (gdrcopy_nvidia_src_dir)"
-    r = gdrcopy_info.gather(m, image_root, "/usr/local/cuda", "/b", "/p", nvidia_src_dir="/nowhere")
+    r = gdrcopy_info.gather(m, params(image_root, nvidia_src_dir="/nowhere"))
     assert "dir" not in r["nvidia"]["source_match"]
     assert "holds no nv-p2p.h" in r["nvidia"]["source_match"]["reason"]
+
+
+# --- documentation ---------------------------------------------------------------------------------------------
+
+def test_the_documented_options_are_the_argument_spec():
+    doc = yaml.safe_load(gdrcopy_info.DOCUMENTATION)["options"]
+    assert set(doc) == set(gdrcopy_info.ARGUMENT_SPEC)
+    for name, spec in gdrcopy_info.ARGUMENT_SPEC.items():
+        assert doc[name]["type"] == spec["type"], name
+        assert doc[name].get("default") == spec.get("default"), name
+        assert sorted(doc[name].get("choices", [])) == sorted(spec.get("choices", [])), name
+
+
+def test_every_returned_key_is_documented(h200):
+    documented = set(yaml.safe_load(gdrcopy_info.RETURN))
+    assert set(h200[1]) == documented
+
+
+def test_ansible_doc_renders_the_module():
+    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "library"), ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"),
+               ANSIBLE_NOCOLOR="1")
+    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gdrcopy_info"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "RETURN VALUES" in r.stdout and "run_tests" in r.stdout and "ERROR" not in r.stderr
