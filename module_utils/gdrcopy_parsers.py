@@ -324,11 +324,6 @@ def mib(value):
     return int(m.group(1)) if m else None
 
 
-def parse_smi_cuda_version(text):
-    """The 'CUDA Version' of nvidia-smi's header, in the table form ('CUDA Version: 13.0') or -q form."""
-    m = re.search(r"CUDA Version\s*:\s*(\d+\.\d+)", text or "")
-    return m.group(1) if m else ""
-
 
 def smi_bus_to_sysfs(bus_id):
     """'00000000:00:06.0' (nvidia-smi) -> '0000:00:06.0' (sysfs)."""
@@ -540,14 +535,6 @@ def parse_copylat(text, rc):
     ok = rc == 0 and "gdr_copy_to_mapping" in results and "gdr_copy_from_mapping" in results
     return {"rc": rc, "ok": ok, "statistic": statistic, "results": results,
             "error": "" if ok else _bench_error(text, rc) or "no latency figures in the output"}
-
-
-def latency_at(copylat, test, size):
-    """The copylat figure (us) of `test` at `size` bytes, or None."""
-    for row in (copylat or {}).get("results", {}).get(test, []):
-        if row["size"] == size:
-            return row["us"]
-    return None
 
 
 # --- the verdict: blockers, warnings, health ------------------------------------------------------------------
