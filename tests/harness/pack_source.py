@@ -89,6 +89,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args(argv)
+    a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     given = os.environ.get("GDRCOPY_SOURCE_TARBALL")
     if given:

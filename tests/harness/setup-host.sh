@@ -7,6 +7,7 @@ packages=(
   debootstrap e2fsprogs cpio            # building the guest image (mkfs.ext4 -d)
   openssh-client rsync xz-utils zstd    # reaching the guest; compressed modules
   python3-venv make git                 # the test environment
+  chromium fonts-dejavu-core            # the screenshot test of the HTML fleet report
 )
 missing=()
 for p in "${packages[@]}"; do

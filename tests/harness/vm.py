@@ -177,6 +177,11 @@ class VM:
             subprocess.run(self.ssh_argv() + ["--", "cat", remote], check=True, stdout=f, timeout=300)
 
     # -- lifecycle --------------------------------------------------------------------------------
+    def molecule_instance(self) -> dict:
+        """The entry molecule's delegated driver expects in its instance config."""
+        i = self.info
+        return {k: i[k] for k in ("instance", "address", "user", "port", "identity_file")}
+
     def up(self, kernel: str, memory: int, cpus: int) -> dict:
         if self.pid():
             log(f"already running (pid {self.pid()})")
@@ -329,7 +334,7 @@ def main(argv: list[str]) -> int:
         return 0
     vm = VM(a.state)
     if a.cmd == "up":
-        print(json.dumps(vm.up(a.kernel, a.memory, a.cpus)))
+        print(json.dumps(dict(vm.up(a.kernel, a.memory, a.cpus), molecule=vm.molecule_instance())))
     elif a.cmd == "reboot":
         print(json.dumps(vm.reboot(a.kernel)))
     elif a.cmd == "down":

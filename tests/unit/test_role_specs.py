@@ -27,7 +27,7 @@ EXPORTS = {
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
 PLAYBOOK_EXPORTS = {
     "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed"},
-    "verify": set(),
+    "verify": {"gdrcopy_verify"},
     "status": {"gdrcopy_status"},
 }
 # site.yml order: (playbook, tag); the role plays apply the role of the same name.
