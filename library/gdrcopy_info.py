@@ -63,6 +63,13 @@ options:
         C(mokutil --test-key) (enrolled, pending, in_db, not_enrolled), and each gdrdrv signed by it is marked
         C(ours).
     type: path
+  mok_candidates:
+    description:
+      - More certificates on the host whose enrollment state to read the same way (C(secure_boot.candidates)),
+        e.g. the key pairs DKMS or shim-signed left, to find one that is already enrolled.
+    type: list
+    elements: path
+    default: []
   run_tests:
     description:
       - gdrcopy test programs to run on GPU I(gpu_id) when the host has an NVIDIA GPU and the programs are
@@ -198,6 +205,11 @@ secure_boot:
         in_db, not_enrolled or unknown, from the text of C(mokutil --test-key)), C(detail) (that text, or why it is
         unknown) and C(pending) (keys waiting in C(mokutil --list-new)).
       type: dict
+    candidates:
+      description: One dict per I(mok_candidates) entry, in order - C(cert), C(exists), C(serial), C(subject),
+        C(state) and C(detail) as in C(mok).
+      type: list
+      elements: dict
 nvidia:
   description: The NVIDIA driver and its kernel source trees.
   returned: always
@@ -277,6 +289,10 @@ gdrdrv:
       description: C(/dev/gdrdrv) as it is (C(exists), C(is_char), C(major), C(mode), C(group)) and C(ok) when
         it is a char device with gdrdrv's current major.
       type: dict
+    load_refusal:
+      description: Why the running kernel would refuse the gdrdrv installed for it (signatures enforced and the
+        module unsigned, or signed by I(mok_cert) while that key is not enrolled); empty when it would load.
+      type: str
 peermem:
   description: GPUDirect RDMA modules. C(nvidia_peermem) and C(nv_peer_mem) (legacy) each with C(loaded),
     C(available) (a module file for the running kernel), C(files), C(version); C(ib_core) with C(loaded),
@@ -527,20 +543,21 @@ def certificate_facts(h, cert):
     return "", ""
 
 
-def mok_facts(h, cert, efi):
-    out = {"cert": cert or "", "serial": "", "subject": "", "state": "unknown", "detail": "", "pending": []}
-    if cert and h.exists(cert):
+def cert_mok_state(h, cert, efi):
+    """What the MOK list says of one certificate file: its serial, subject, state (mokutil --test-key text) and
+    detail (that text, or why there is no state)."""
+    out = {"cert": cert or "", "exists": bool(cert) and h.exists(cert), "serial": "", "subject": "",
+           "state": "unknown", "detail": ""}
+    if out["exists"]:
         out["serial"], out["subject"] = certificate_facts(h, cert)
     mokutil = h.live_tool("mokutil")
-    if not (mokutil and efi):
-        out["detail"] = ("not an EFI system" if not efi else
-                         "mokutil is not installed" if h.live else "not inspected in an image")
-        return out
-    rc, text, err = h.run([mokutil, "--list-new"])
-    out["pending"] = P.parse_mokutil_list_new(text)
-    if not cert:
+    if not efi:
+        out["detail"] = "not an EFI system"
+    elif not mokutil:
+        out["detail"] = "mokutil is not installed" if h.live else "not inspected in an image"
+    elif not cert:
         out["detail"] = "no certificate given (mok_cert)"
-    elif not h.exists(cert):
+    elif not out["exists"]:
         out["detail"] = "%s does not exist" % cert
     else:
         rc, text, err = h.run([mokutil, "--test-key", h.path(cert)])
@@ -548,10 +565,22 @@ def mok_facts(h, cert, efi):
     return out
 
 
-def secure_boot_facts(h, mok_cert):
+def mok_facts(h, cert, efi):
+    out = cert_mok_state(h, cert, efi)
+    del out["exists"]
+    out["pending"] = []
+    mokutil = h.live_tool("mokutil")
+    if mokutil and efi:
+        rc, text, err = h.run([mokutil, "--list-new"])
+        out["pending"] = P.parse_mokutil_list_new(text)
+    return out
+
+
+def secure_boot_facts(h, mok_cert, candidates=()):
     efi = h.isdir("/sys/firmware/efi")
     out = {"efi": efi, "enabled": False if not efi else None, "setup_mode": False,
-           "source": "no EFI (Secure Boot does not apply)" if not efi else "", "mok": mok_facts(h, mok_cert, efi)}
+           "source": "no EFI (Secure Boot does not apply)" if not efi else "", "mok": mok_facts(h, mok_cert, efi),
+           "candidates": [cert_mok_state(h, c, efi) for c in candidates or ()]}
     mokutil = h.live_tool("mokutil")
     if efi and mokutil:
         rc, text, err = h.run([mokutil, "--sb-state"])
@@ -904,7 +933,7 @@ def run_tests(h, facts, names, gpu_id, timeout):
 def gather(module, params, host=None):
     """Every fact for params (the module's options), plus the verdict (blockers, concerns, health)."""
     h = host or Host(module, params["root"])
-    mok = secure_boot_facts(h, params.get("mok_cert"))
+    mok = secure_boot_facts(h, params.get("mok_cert"), params.get("mok_candidates"))
     kernels = kernel_facts(h, mok["mok"]["serial"])
     proc_modules = h.read("/proc/modules") or ""
     loaded = P.parse_proc_modules(proc_modules)
@@ -932,6 +961,7 @@ def gather(module, params, host=None):
         "load_order": [n for n in P.load_order(proc_modules) if n.startswith("nvidia") or n in ORDER_MODULES],
         "tools": dict((t, h.tool(t)) for t in TOOLS),
     }
+    gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)
     facts["numa_mismatches"] = P.numa_mismatches(facts["gpus"], facts["rdma"])
     facts["blockers"], facts["concerns"], facts["health"] = P.assess(facts)
@@ -948,6 +978,7 @@ ARGUMENT_SPEC = dict(
     nvidia_src_dir=dict(type="path"),
     release=dict(type="str", default=""),
     mok_cert=dict(type="path"),
+    mok_candidates=dict(type="list", elements="path", default=[]),
     run_tests=dict(type="list", elements="str", default=[], choices=sorted(TEST_PROGRAMS)),
     gpu_id=dict(type="int", default=0),
     tests_timeout=dict(type="int", default=900),

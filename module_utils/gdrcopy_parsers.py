@@ -718,6 +718,23 @@ def signing_findings(facts):
     return blockers, warnings
 
 
+def load_refusal(facts):
+    """Why the running kernel would refuse the gdrdrv installed for it ('' when it would load it): signatures are
+    enforced and the module is unsigned, or signed by our key while that key is not (yet) enrolled."""
+    k = facts["kernel"]
+    if not facts["live"]:
+        return ""
+    for kern in k["installed"]:
+        if kern["release"] != k["running"] or not (k["sig_enforce"] or kern["sig_force"]):
+            continue
+        for mod in kern["gdrdrv_modules"]:
+            problem = _signature_problem(mod, facts["secure_boot"]["mok"])
+            if problem:
+                return "module signatures are enforced on %s and gdrdrv (%s) %s" % (kern["release"], mod["path"],
+                                                                                   problem)
+    return ""
+
+
 def _signature_problem(mod, mok):
     if mod["signed"] is False:
         return "is not signed: the kernel refuses it"

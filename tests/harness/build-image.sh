@@ -90,6 +90,17 @@ in_root sh -c 'cd /tmp && apt-get download -qq nvidia-kernel-dkms && dpkg-deb -x
 nvsrc=$(cd "$root/usr/src" && ls -d nvidia-current-[0-9]* | head -1)
 nvver=${nvsrc#nvidia-current-}
 
+# The Secure Boot chain for the secureboot scenario (vm.py --firmware secureboot puts these on the ESP): Debian's
+# signed shim, MokManager and grub, as files only (their packages' scripts would run grub-install).
+log "extract Debian's signed shim, MokManager and grub"
+in_root sh -c 'cd /tmp && apt-get download -qq shim-signed shim-helpers-amd64-signed grub-efi-amd64-signed \
+  && for d in shim-signed_*.deb shim-helpers-amd64-signed_*.deb grub-efi-amd64-signed_*.deb; do dpkg-deb -x "$d" /tmp/efi; done \
+  && rm -f ./*.deb'
+mkdir -p "$out/efi"
+cp "$root/tmp/efi/usr/lib/shim/shimx64.efi.signed" "$root/tmp/efi/usr/lib/shim/mmx64.efi.signed" \
+  "$root/tmp/efi/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed" "$out/efi/"
+rm -rf "$root/tmp/efi"
+
 log "update-initramfs for every kernel"
 sed -i 's/^update_initramfs=no/update_initramfs=yes/' "$root/etc/initramfs-tools/update-initramfs.conf"
 in_root update-initramfs -c -k all >>"$out/build.log" 2>&1

@@ -4,8 +4,10 @@
 Standard library only, so molecule's create/destroy playbooks and `make demo` call it with any Python 3.
 
     vm.py image                      build the cached disk image unless an identical one exists; print its dir
-    vm.py up     --state DIR [--kernel K]   boot a VM on a copy-on-write overlay of the image; print JSON
-    vm.py reboot --state DIR [--kernel K]   shut the VM down cleanly and boot it again (on kernel K)
+    vm.py up     --state DIR [--kernel K] [--firmware direct|secureboot]
+                                     boot a VM on a copy-on-write overlay of the image; print JSON
+    vm.py reboot --state DIR [--kernel K] [--mok none|enroll|ignore] [--add-mok CERT.der]
+                                     shut the VM down cleanly and boot it again (on kernel K)
     vm.py down   --state DIR                stop the VM this state dir started and delete its overlay
     vm.py ssh    --state DIR -- CMD...      run a command in the VM as root
     vm.py info   --state DIR                print the instance JSON
@@ -14,6 +16,13 @@ K is a kernel release installed in the guest, `default` (what linux-image-amd64 
 (the image's second kernel). The image cache lives in .cache/vm of the repository unless
 GDRCOPY_VM_CACHE says otherwise; images are keyed by a hash of their inputs. GDRCOPY_VM_ACCEL picks
 the accelerator: tcg, kvm, or auto (default: KVM only when a short probe boot reaches init, else TCG).
+
+Firmware `direct` (default) starts the kernel with QEMU's -kernel. `secureboot` boots like a Secure Boot server:
+OVMF with Microsoft's keys enrolled and Secure Boot on (its variables kept per VM in DIR/efivars.fd, so MOK
+state survives reboots), an ESP holding Debian's signed shim, MokManager and grub, and Debian's signed kernel
+from the VM's disk. `reboot --mok enroll` answers MokManager over the serial console (pexpect) with the password
+in GDRCOPY_VM_MOK_PASSWORD; `--mok ignore` waits until MokManager has shown its prompt and lets it time out, as
+an unattended server does; `none` expects no MokManager.
 """
 
 from __future__ import annotations
@@ -36,7 +45,22 @@ REPO = HERE.parent.parent
 BUILD_SCRIPT = HERE / "build-image.sh"
 IMAGE_INPUTS = {"SUITE": "bookworm", "IMAGE_SIZE": "8G", "EXTRA_PACKAGES": ""}
 BOOT_TIMEOUT = int(os.environ.get("GDRCOPY_VM_BOOT_TIMEOUT", "420"))
+OVMF = Path("/usr/share/OVMF")
+OVMF_CODE = OVMF / "OVMF_CODE_4M.secboot.fd"  # Secure Boot capable, SMM required
+OVMF_VARS = OVMF / "OVMF_VARS_4M.ms.fd"       # Microsoft's KEK/db enrolled, Secure Boot on
+# What the image build extracted from Debian's shim-signed, shim-helpers-amd64-signed and grub-efi-amd64-signed.
+SHIM_LOCK_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"  # the vendor GUID of MokList
+ESP_FILES = {"BOOTX64.EFI": "shimx64.efi.signed", "mmx64.efi": "mmx64.efi.signed", "grubx64.efi": "grubx64.efi.signed"}
 KVM_PROBE_MARKER = b"Run /init as init process"
+# Under TCG every module udev loads for the emulated chipset costs seconds (VGA, AHCI, CD-ROM, parport,
+# watchdog, wireless regulatory, nested KVM...). The guest needs none of them: its root is virtio.
+# -nodefaults drops the VGA card, CD-ROM, floppy and parallel port; this list keeps the rest from loading.
+BOOT_QUIET = "module_blacklist=" + ",".join([
+    "ahci", "libahci", "bochs", "bochs_drm", "cfg80211", "i2c_i801", "iTCO_wdt", "iTCO_vendor_support",
+    "kvm", "kvm_amd", "kvm_intel", "lpc_ich", "parport_pc", "ppdev", "pcspkr", "sr_mod", "serio_raw",
+    "powernow_k8", "aesni_intel", "ghash_clmulni_intel", "crc32_pclmul", "joydev", "evdev",
+])
+KERNEL_ARGS = f"console=ttyS0 root=/dev/vda rw net.ifnames=0 systemd.show_status=false {BOOT_QUIET}"
 
 
 def log(msg: str) -> None:
@@ -78,7 +102,8 @@ def ensure_image() -> Path:
         env = dict(os.environ, **inputs)
         script = out / BUILD_SCRIPT.name  # run a copy: editing the original mid-build must not derail bash
         shutil.copyfile(BUILD_SCRIPT, script)
-        subprocess.run(["bash", str(script), str(out)], env=env, check=True)
+        # stdout is the JSON callers parse (`vm.py up`): the build talks on stderr only.
+        subprocess.run(["bash", str(script), str(out)], env=env, check=True, stdout=sys.stderr)
         (out / "ready").write_text(f"{time.monotonic() - start:.0f}\n")
         log(f"image {out.name} built in {time.monotonic() - start:.0f}s")
         return out
@@ -182,7 +207,7 @@ class VM:
         i = self.info
         return {k: i[k] for k in ("instance", "address", "user", "port", "identity_file")}
 
-    def up(self, kernel: str, memory: int, cpus: int) -> dict:
+    def up(self, kernel: str, memory: int, cpus: int, firmware: str = "direct") -> dict:
         if self.pid():
             log(f"already running (pid {self.pid()})")
             return self.info
@@ -203,7 +228,12 @@ class VM:
         info = {"instance": self.state.name, "address": "127.0.0.1", "user": "root", "port": port,
                 "identity_file": str(key), "known_hosts": str(known_hosts), "image": str(image),
                 "kernels": man["kernels"], "default_kernel": man["default_kernel"],
-                "nvidia_source_dir": man["nvidia_source_dir"], "memory": memory, "cpus": cpus, "boots": 0}
+                "nvidia_source_dir": man["nvidia_source_dir"], "memory": memory, "cpus": cpus, "boots": 0,
+                "firmware": firmware}
+        if firmware == "secureboot":
+            self.make_esp(image)
+            if not (self.state / "efivars.fd").exists():
+                shutil.copyfile(OVMF_VARS, self.state / "efivars.fd")
         boot = self.state / "boot"
         boot.mkdir(exist_ok=True)
         kernel = self.resolve_kernel(kernel, info)
@@ -220,29 +250,111 @@ class VM:
             return next(k for k in info["kernels"] if k != info["default_kernel"])
         return kernel
 
-    def start(self, kernel: str) -> None:
+    def make_esp(self, image: Path) -> None:
+        """The EFI system partition (a directory QEMU shows as a read-only FAT disk): shim as the removable-media
+        loader, MokManager and grub beside it. No fbx64.efi: the fallback loader would reset the boot entries."""
+        esp = self.state / "esp" / "EFI" / "BOOT"
+        esp.mkdir(parents=True, exist_ok=True)
+        for name, source in ESP_FILES.items():
+            shutil.copyfile(image / "efi" / source, esp / name)
+
+    def write_grub_cfg(self, kernel: str) -> None:
+        """grub.cfg beside grubx64.efi: boot `kernel` from the VM's disk (ext4, label gdrcopy-vm) at once."""
+        cfg = (f"set timeout=0\nsearch --no-floppy --label --set=root gdrcopy-vm\n"
+               f"linux /boot/vmlinuz-{kernel} {KERNEL_ARGS}\ninitrd /boot/initrd.img-{kernel}\nboot\n")
+        (self.state / "esp" / "EFI" / "BOOT" / "grub.cfg").write_text(cfg)
+
+    def firmware_args(self, kernel: str, console: Path) -> list[str]:
+        info = self.info
+        if info.get("firmware", "direct") == "direct":
+            boot = self.state / "boot"
+            return ["-machine", "q35", "-kernel", str(boot / f"vmlinuz-{kernel}"),
+                    "-initrd", str(boot / f"initrd.img-{kernel}"), "-append", KERNEL_ARGS,
+                    "-serial", f"file:{console}"]
+        self.write_grub_cfg(kernel)
+        sock = self.state / "serial.sock"
+        sock.unlink(missing_ok=True)
+        return ["-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
+                "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+                "-drive", f"if=pflash,format=raw,unit=1,file={self.state / 'efivars.fd'}",
+                "-drive", f"if=none,id=esp,format=raw,readonly=on,file=fat:{self.state / 'esp'}",
+                "-device", "virtio-blk-pci,drive=esp,bootindex=0",
+                "-chardev", f"socket,id=ser0,path={sock},server=on,wait=off,logfile={console}",
+                "-serial", "chardev:ser0"]
+
+    def start(self, kernel: str, mok: str = "none") -> None:
         info = self.info
         image = Path(info["image"])
-        boot = self.state / "boot"
         info["boots"] += 1
+        self.save(info)
         console = self.state / f"console-{info['boots']}.log"
-        cmd = ["qemu-system-x86_64", "-name", f"gdrcopy-vm,process=gdrcopy-vm-{self.state.name}",
-               "-machine", "q35", *accel_args(image, kernel), "-smp", str(info["cpus"]), "-m", str(info["memory"]),
-               "-kernel", str(boot / f"vmlinuz-{kernel}"), "-initrd", str(boot / f"initrd.img-{kernel}"),
-               "-append", "console=ttyS0 root=/dev/vda rw net.ifnames=0 systemd.show_status=false",
-               "-drive", f"file={self.state / 'overlay.qcow2'},format=qcow2,if=virtio",
+        # The root disk comes first, so it is /dev/vda whatever else is attached; a boot index makes OVMF connect
+        # it (OVMF connects only the devices it may boot from, and grub must read the kernel from it).
+        cmd = ["qemu-system-x86_64", "-name", f"gdrcopy-vm,process=gdrcopy-vm-{self.state.name}", "-nodefaults",
+               *accel_args(image, kernel), "-smp", str(info["cpus"]), "-m", str(info["memory"]),
+               "-drive", f"file={self.state / 'overlay.qcow2'},format=qcow2,if=none,id=root",
+               "-device", "virtio-blk-pci,drive=root,bootindex=1",
+               *self.firmware_args(kernel, console),
                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{info['port']}-:22",
-               "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci",
-               "-display", "none", "-monitor", "none", "-serial", f"file:{console}",
+               "-device", "virtio-net-pci,netdev=n0,romfile=", "-device", "virtio-rng-pci",
+               "-display", "none", "-monitor", "none",
                "-daemonize", "-pidfile", str(self.state / "qemu.pid")]
         start = time.monotonic()
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
         info["kernel"] = kernel
         info["console"] = str(console)
         info["pid"] = self.pid()
         self.save(info)
         log(f"booting {kernel} (pid {info['pid']}, ssh port {info['port']}, console {console.name})")
+        if mok != "none":
+            self.mok_manager(mok, console)
         self.wait_ready(start)
+
+    def mok_manager(self, action: str, console: Path) -> None:
+        """Answer MokManager on the serial console, as the operator at the next boot does (docs/VM-TESTING.md)."""
+        import pexpect  # the test venv has it; only this path needs it
+        from pexpect import fdpexpect
+
+        password = os.environ.get("GDRCOPY_VM_MOK_PASSWORD", "") if action == "enroll" else ""
+        if action == "enroll" and not password:
+            self.fail("--mok enroll needs the enrollment password in GDRCOPY_VM_MOK_PASSWORD")
+        with socket.socket(socket.AF_UNIX) as s:
+            for _ in range(50):
+                try:
+                    s.connect(str(self.state / "serial.sock"))
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            con = fdpexpect.fdspawn(s.fileno(), timeout=240, encoding="utf-8", codec_errors="replace")
+
+            def step(expect: str, keys: list[str]) -> None:
+                """Wait for a screen by a text only it shows, press keys, then drop what the redraws printed
+                (a menu redraws its items on every key, so an old screen must not match the next step)."""
+                try:
+                    con.expect(expect)
+                except (pexpect.TIMEOUT, pexpect.EOF):
+                    self.fail(f"MokManager: no '{expect}' on the console")
+                for key in keys:
+                    time.sleep(1.0)  # MokManager under TCG drops keys sent faster than it redraws
+                    con.send(key)
+                try:
+                    con.expect(pexpect.TIMEOUT, timeout=2)
+                except pexpect.EOF:
+                    pass
+                con.buffer = ""
+
+            down, enter = "\x1b[B", "\r"
+            if action == "ignore":
+                step("Press any key to perform MOK management", [])
+                log("MokManager is up; nobody answers (the request lapses after its countdown)")
+                return
+            step("Press any key to perform MOK management", [enter])
+            step("Enroll key from disk", [down, enter])   # main menu: Continue boot / Enroll MOK / ...
+            step("View key 0", [down, enter])             # Enroll MOK: View key 0 / Continue
+            step("Yes", [down, enter])                    # Enroll the key(s)? No / Yes
+            step("assword", [password + enter])           # Password:
+            step("Reboot", [enter])                       # back at the menu: Reboot
+            log("MOK enrolled at MokManager; the VM reboots")
 
     def wait_ready(self, start: float) -> None:
         """Wait until sshd answers and systemd has finished starting up."""
@@ -293,25 +405,39 @@ class VM:
             time.sleep(0.2)
         os.kill(pid, signal.SIGKILL)
 
-    def reboot(self, kernel: str) -> dict:
+    def add_mok(self, cert: Path) -> None:
+        """Enroll a certificate in the VM's MOK list offline (VM powered off), as if confirmed in MokManager
+        earlier: for test fixtures such as the key that signs the stand-in NVIDIA modules (virt-fw-vars)."""
+        tool = shutil.which("virt-fw-vars") or str(Path(sys.executable).parent / "virt-fw-vars")
+        vars_fd = self.state / "efivars.fd"
+        subprocess.run([tool, "-i", str(vars_fd), "-o", f"{vars_fd}.new", "--add-mok", SHIM_LOCK_GUID, str(cert)],
+                       check=True, stdout=sys.stderr)
+        os.replace(f"{vars_fd}.new", vars_fd)
+        log(f"enrolled {cert.name} in the MOK list offline")
+
+    def reboot(self, kernel: str, mok: str = "none", add_mok: Path | None = None) -> dict:
         info = self.info
         kernel = self.resolve_kernel(kernel or info["kernel"], info)
-        boot = self.state / "boot"
-        # Take kernel and initrd from the guest: the test may have installed a kernel or rebuilt the initrd.
-        for name in (f"vmlinuz-{kernel}", f"initrd.img-{kernel}"):
-            self.fetch(f"/boot/{name}", boot / name)
+        if info.get("firmware", "direct") == "direct":
+            # Take kernel and initrd from the guest: the test may have installed a kernel or rebuilt the initrd.
+            boot = self.state / "boot"
+            for name in (f"vmlinuz-{kernel}", f"initrd.img-{kernel}"):
+                self.fetch(f"/boot/{name}", boot / name)
         log(f"rebooting into {kernel}")
         self.stop()
-        self.start(kernel)
+        if add_mok:
+            self.add_mok(add_mok)
+        self.start(kernel, mok)
         return self.info
 
     def down(self) -> None:
         if self.pid():
             self.kill()
             log(f"stopped VM of {self.state}")
-        for name in ("overlay.qcow2", "qemu.pid", "id_ed25519"):
+        for name in ("overlay.qcow2", "qemu.pid", "id_ed25519", "efivars.fd", "serial.sock"):
             (self.state / name).unlink(missing_ok=True)
-        shutil.rmtree(self.state / "boot", ignore_errors=True)
+        for name in ("boot", "esp"):
+            shutil.rmtree(self.state / name, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -323,7 +449,12 @@ def main(argv: list[str]) -> int:
         sp.add_argument("--state", required=True, type=Path, help="per-VM state dir (overlay, pid, console logs)")
         if name in ("up", "reboot"):
             sp.add_argument("--kernel", default="default" if name == "up" else "")
+        if name == "reboot":
+            sp.add_argument("--mok", choices=("none", "enroll", "ignore"), default="none",
+                            help="what to do when MokManager comes up (secureboot firmware)")
+            sp.add_argument("--add-mok", type=Path, help="enroll this DER certificate offline while the VM is off")
         if name == "up":
+            sp.add_argument("--firmware", choices=("direct", "secureboot"), default="direct")
             sp.add_argument("--memory", type=int, default=2048, help="MiB")
             sp.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
         if name == "ssh":
@@ -334,9 +465,9 @@ def main(argv: list[str]) -> int:
         return 0
     vm = VM(a.state)
     if a.cmd == "up":
-        print(json.dumps(dict(vm.up(a.kernel, a.memory, a.cpus), molecule=vm.molecule_instance())))
+        print(json.dumps(dict(vm.up(a.kernel, a.memory, a.cpus, a.firmware), molecule=vm.molecule_instance())))
     elif a.cmd == "reboot":
-        print(json.dumps(vm.reboot(a.kernel)))
+        print(json.dumps(vm.reboot(a.kernel, a.mok, a.add_mok)))
     elif a.cmd == "down":
         vm.down()
     elif a.cmd == "ssh":

@@ -97,7 +97,8 @@ def test_the_h200_capture_kernel_and_driver(h200):
     assert r["secure_boot"] == {"efi": False, "enabled": False, "setup_mode": False,
                                 "source": "no EFI (Secure Boot does not apply)",
                                 "mok": {"cert": "", "serial": "", "subject": "", "state": "unknown",
-                                        "detail": "not an EFI system", "pending": []}}
+                                        "detail": "not an EFI system", "pending": []},
+                                "candidates": []}
     assert (r["nvidia"]["loaded"], r["nvidia"]["version"], r["nvidia"]["flavor"]) == (True, "580.159.04", "open")
     assert r["nvidia"]["source_match"] == {"reason": "no NVIDIA kernel source tree (nv-p2p.h) was found"}
     assert r["cuda"]["driver_version"] == "13.0" and r["cuda"]["driver_version_source"] == "nvidia-smi"

@@ -19,14 +19,18 @@ ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
 # Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
 EXPORTS = {
     # gdrcopy_hook_*: what gdrcopy_pre_install_tasks receives (the hook interface, defaults/main.yml).
-    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke",
+    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused",
                 "gdrcopy_hook_kernels", "gdrcopy_hook_modules"},
-    "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer"},
+    "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
+                    "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
+                    "mok_signing_gdrcopy_hook"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report"},
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
 PLAYBOOK_EXPORTS = {
     "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed"},
+    # The mok_signing play wires the role's signing hook into the gdrcopy role's hook variable.
+    "mok_signing": {"gdrcopy_pre_install_tasks"},
     "verify": {"gdrcopy_verify"},
     "status": {"gdrcopy_status"},
 }
@@ -313,14 +317,14 @@ def test_each_playbook_is_one_play_on_the_chosen_hosts(playbook, tag):
     assert play["hosts"] == HOSTS_EXPRESSION
     assert play["become"] is True
     assert tag in play["tags"]
-    if playbook in PLAYBOOK_EXPORTS:
-        assert "roles" not in play
+    if "roles" not in play:  # a task playbook
         names = variables_set_by(play["tasks"]) | set(play.get("vars") or {})
-        bad = {n for n in names if not n.startswith(f"__{playbook}_") and n not in PLAYBOOK_EXPORTS[playbook]}
-        assert bad == set()
-    else:
+    else:  # a role playbook: the role of the same name, and at most post_tasks that wire its exports
         assert [entry["role"] for entry in play["roles"]] == [playbook]
         assert "tasks" not in play
+        names = variables_set_by(play.get("post_tasks") or [])
+    bad = {n for n in names if not n.startswith(f"__{playbook}_") and n not in PLAYBOOK_EXPORTS.get(playbook, set())}
+    assert bad == set()
 
 
 def test_preflight_runs_on_every_run():

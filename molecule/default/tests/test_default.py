@@ -99,6 +99,22 @@ def test_gdrdrv_is_installed_for_every_kernel(host, api_version):
     assert host.run("ls -d /var/lib/gdrcopy-ansible/build/*/*/*.new /var/lib/gdrcopy-ansible/build/*/*.new").rc != 0
 
 
+def test_gdrdrv_is_signed_by_the_generated_key_for_every_kernel(host):
+    """No Secure Boot here: modules are signed anyway (turning Secure Boot on later just works), once."""
+    mok = "/var/lib/gdrcopy-ansible/mok"
+    assert host.file(f"{mok}/mok.key").mode == 0o600 and host.file(mok).mode == 0o700
+    assert host.file("/var/lib/gdrcopy-ansible/mok-signer.der").linked_to == f"{mok}/mok.der"
+    serial = host.check_output(f"openssl x509 -inform DER -in {mok}/mok.der -noout -serial").split("=")[1]
+    for k in installed_kernels(host):
+        ko = f"/lib/modules/{k}/updates/gdrcopy/gdrdrv.ko"
+        assert host.check_output(f"modinfo -F signer {ko}") == "gdrcopy-ansible module signing key", k
+        assert host.check_output(f"modinfo -F sig_key {ko}").replace(":", "").lstrip("0") == serial.lstrip("0"), k
+        assert host.check_output(f"modinfo -F sig_hashalgo {ko}") == "sha256", k
+        check = json.loads(host.check_output(
+            f"{LIBEXEC}/mok-sign --check --key {mok}/mok.key --cert {mok}/mok.der {k}={ko}"))
+        assert [r["action"] for r in check["results"]] == ["unchanged"], "signed exactly once, by our key"
+
+
 def test_running_on_the_other_kernel_after_the_kernel_upgrade_reboot(host):
     kernels = installed_kernels(host)
     default = host.check_output("readlink -f /boot/vmlinuz").removeprefix("/boot/vmlinuz-")
