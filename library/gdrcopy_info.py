@@ -70,6 +70,12 @@ options:
     type: list
     elements: path
     default: []
+  peermem_state:
+    description:
+      - A C(nvidia_peermem_state) to plan for; C(peermem.plan) then says what the nvidia_peermem role does
+        (C(action) load, unload or none; C(boot); C(fail); C(reason); C(dmabuf)).
+    type: str
+    choices: [auto, present, required, absent]
   run_tests:
     description:
       - gdrcopy test programs to run on GPU I(gpu_id) when the host has an NVIDIA GPU and the programs are
@@ -295,8 +301,10 @@ gdrdrv:
       type: str
 peermem:
   description: GPUDirect RDMA modules. C(nvidia_peermem) and C(nv_peer_mem) (legacy) each with C(loaded),
-    C(available) (a module file for the running kernel), C(files), C(version); C(ib_core) with C(loaded),
-    C(builtin), C(version), C(peer_memory_api) (true, false, or null when unknown), C(peer_clients) and C(evidence).
+    C(available) (a module file for the running kernel), C(files), C(version), C(refcount) and C(kernels)
+    (installed kernel -> a module file exists); C(nv_peer_mem.service) (its unit or init script, or empty);
+    C(ib_core) with C(loaded), C(builtin), C(version), C(peer_memory_api) (true, false, or null when unknown),
+    C(peer_clients) and C(evidence); C(plan) when I(peermem_state) is given.
   returned: always
   type: dict
 rdma:
@@ -771,16 +779,26 @@ def ib_core_facts(h, loaded_modules):
     return out
 
 
+LEGACY_PEERMEM_UNITS = ("/etc/systemd/system/nv_peer_mem.service", "/lib/systemd/system/nv_peer_mem.service",
+                        "/usr/lib/systemd/system/nv_peer_mem.service", "/etc/init.d/nv_peer_mem")
+
+
 def peermem_facts(h, kernels, loaded_modules):
     release = kernels["running"] or ([k["release"] for k in kernels["installed"]] or [""])[-1]
 
     def module(name, file_names):
         files = [f for n in file_names for f in module_files(h, release, n)] if release else []
+        refcnt = (h.read("/sys/module/%s/refcnt" % name) or "").strip()
         return {"loaded": h.isdir("/sys/module/" + name), "available": bool(files), "files": files,
-                "version": (h.read("/sys/module/%s/version" % name) or "").strip()}
+                "version": (h.read("/sys/module/%s/version" % name) or "").strip(),
+                "refcount": int(refcnt) if refcnt.isdigit() else -1,
+                "kernels": dict((k["release"], bool([f for n in file_names for f in module_files(h, k["release"], n)]))
+                                for k in kernels["installed"])}
 
+    legacy = module("nv_peer_mem", ("nv_peer_mem",))
+    legacy["service"] = next((u for u in LEGACY_PEERMEM_UNITS if h.exists(u)), "")
     return {"nvidia_peermem": module("nvidia_peermem", ("nvidia-peermem", "nvidia_peermem")),
-            "nv_peer_mem": module("nv_peer_mem", ("nv_peer_mem",)),
+            "nv_peer_mem": legacy,
             "ib_core": ib_core_facts(h, loaded_modules)}
 
 
@@ -963,6 +981,8 @@ def gather(module, params, host=None):
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)
+    if params.get("peermem_state"):
+        facts["peermem"]["plan"] = P.peermem_plan(params["peermem_state"], facts)
     facts["numa_mismatches"] = P.numa_mismatches(facts["gpus"], facts["rdma"])
     facts["blockers"], facts["concerns"], facts["health"] = P.assess(facts)
     facts["tests"] = run_tests(h, facts, params.get("run_tests") or [], params.get("gpu_id") or 0,
@@ -979,6 +999,7 @@ ARGUMENT_SPEC = dict(
     release=dict(type="str", default=""),
     mok_cert=dict(type="path"),
     mok_candidates=dict(type="list", elements="path", default=[]),
+    peermem_state=dict(type="str", choices=list(P.PEERMEM_STATES)),
     run_tests=dict(type="list", elements="str", default=[], choices=sorted(TEST_PROGRAMS)),
     gpu_id=dict(type="int", default=0),
     tests_timeout=dict(type="int", default=900),

@@ -679,6 +679,61 @@ def peermem_findings(facts):
     return out
 
 
+PEERMEM_STATES = ("auto", "present", "required", "absent")
+
+
+def dmabuf_rdma_note(nvidia, kernel_release):
+    """Whether GPUDirect RDMA can use DMA-BUF instead of nvidia-peermem: NVIDIA's open kernel modules and a
+    kernel of 5.12 or later (the NIC driver and the RDMA library must support dma-buf too)."""
+    kv = version_tuple(kernel_release.split("-")[0]) if kernel_release else ()
+    if nvidia.get("flavor") == "open" and kv >= (5, 12):
+        return ("DMA-BUF is the alternative here: the NVIDIA open kernel modules and kernel %s support it "
+                "(the NIC driver and rdma-core must too)" % kernel_release)
+    why = []
+    if nvidia.get("flavor") != "open":
+        why.append("the %s NVIDIA driver is not the open kernel module flavor" % (nvidia.get("flavor") or "installed"))
+    if kv and kv < (5, 12):
+        why.append("kernel %s is older than 5.12" % kernel_release)
+    return "DMA-BUF is no alternative here: " + ("; ".join(why) or "the kernel version is unknown")
+
+
+def peermem_plan(state, facts):
+    """What the nvidia_peermem role does with nvidia-peermem for a nvidia_peermem_state, from gdrcopy_info facts:
+    {action: load|unload|none, boot: bool (load at every boot), fail: bool (required and impossible),
+     reason: one sentence, dmabuf: the DMA-BUF note}. Pure, so every branch has a unit test."""
+    pm, k = facts["peermem"], facts["kernel"]
+    mod, ib = pm["nvidia_peermem"], pm["ib_core"]
+    release = k["running"] or ([x["release"] for x in k["installed"]] or [""])[-1]
+    out = {"action": "none", "boot": False, "fail": False, "reason": "",
+           "dmabuf": dmabuf_rdma_note(facts["nvidia"], release)}
+    if state == "absent":
+        out["action"] = "unload" if mod["loaded"] else "none"
+        out["reason"] = "nvidia_peermem_state is absent: nvidia-peermem is %s and does not load at boot" % (
+            "unloaded" if mod["loaded"] else "not loaded")
+        return out
+    if not (mod["available"] or mod["loaded"]):
+        out["fail"] = state == "required"
+        out["reason"] = ("the NVIDIA driver%s ships no nvidia-peermem for kernel %s, so RDMA NICs cannot register "
+                         "GPU memory through it (gdrcopy itself does not need it); %s" % (
+                             " " + facts["nvidia"]["version"] if facts["nvidia"].get("version") else "", release,
+                             out["dmabuf"]))
+        return out
+    api = ib["peer_memory_api"]
+    if state == "auto" and api is not True and not mod["loaded"]:
+        out["reason"] = ("nvidia_peermem_state is auto and ib_core offers no peer-memory API (%s): it needs MLNX_OFED "
+                         "or DOCA-OFED, so nvidia-peermem is left unloaded; set nvidia_peermem_state: present to load "
+                         "it anyway; %s" % (ib["evidence"] or "unknown", out["dmabuf"]))
+        return out
+    out["action"] = "none" if mod["loaded"] else "load"
+    out["boot"] = True
+    out["reason"] = "nvidia-peermem %s after nvidia and loads at every boot, before gdrdrv" % (
+        "is loaded" if mod["loaded"] else "loads")
+    if api is False:
+        out["reason"] += ("; ib_core offers no peer-memory API (%s), so the module may refuse to load or NICs may not "
+                          "use it" % ib["evidence"])
+    return out
+
+
 def kernel_findings(facts):
     """Warnings about installed kernels that would boot without a usable gdrdrv."""
     kernels = facts["kernel"]["installed"]

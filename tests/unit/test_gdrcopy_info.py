@@ -129,8 +129,9 @@ def test_the_h200_capture_rdma_and_peermem(h200):
     _, r = h200
     assert r["rdma"] == [] and r["numa_mismatches"] == []
     pm = r["peermem"]
-    assert pm["nvidia_peermem"] == {"loaded": False, "available": False, "files": [], "version": ""}
-    assert pm["nv_peer_mem"]["loaded"] is False
+    assert pm["nvidia_peermem"] == {"loaded": False, "available": False, "files": [], "version": "",
+                                    "refcount": -1, "kernels": {}}
+    assert (pm["nv_peer_mem"]["loaded"], pm["nv_peer_mem"]["service"]) == (False, "")
     # ib_core is built into that kernel (its /sys/module dir, no initstate, not in /proc/modules); the capture
     # has no /proc/kallsyms, so the peer-memory API is unknown
     assert pm["ib_core"] == {"loaded": True, "builtin": True, "version": "", "peer_memory_api": None,

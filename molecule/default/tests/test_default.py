@@ -124,8 +124,12 @@ def test_running_on_the_other_kernel_after_the_kernel_upgrade_reboot(host):
 
 def test_chain_loaded_at_boot_in_order_without_a_rerun(host):
     modules = host.check_output("cut -d' ' -f1 /proc/modules").split()
-    assert "nvidia" in modules and "gdrdrv" in modules
-    assert modules.index("gdrdrv") < modules.index("nvidia"), "/proc/modules lists the newest first"
+    assert "nvidia" in modules and "nvidia_peermem" in modules and "gdrdrv" in modules
+    # /proc/modules lists the newest first: nvidia, then nvidia-peermem, then gdrdrv
+    assert modules.index("gdrdrv") < modules.index("nvidia_peermem") < modules.index("nvidia"), modules
+    unit = host.file("/etc/systemd/system/gdrcopy.service").content_string
+    assert re.findall(r"^ExecStart=(.*)$", unit, re.M)[:3] == [
+        "/sbin/modprobe nvidia", "-/sbin/modprobe nvidia-peermem", "/sbin/modprobe gdrdrv"]
     assert host.file("/sys/module/gdrdrv").is_directory
     assert "gdrdrv" in host.file("/sys/module/nvidia/holders").listdir()
     assert host.service("gdrcopy.service").is_enabled

@@ -42,7 +42,6 @@ def test_the_generated_key_is_enrolled_and_root_only(host):
     key = host.file(f"{KEY_DIR}/mok.key")
     assert key.user == "root" and key.mode == 0o600
     assert host.file(KEY_DIR).mode == 0o700
-    assert not host.file(f"{KEY_DIR}/enrollment-requested").exists
     assert CN in host.check_output("dmesg | grep 'Loaded X.509 cert'")
 
 
@@ -106,9 +105,16 @@ def test_the_kernel_refuses_gdrdrv_unsigned_or_signed_by_another_key(host, modul
     assert dmesg in host.check_output("dmesg | tail -n 20")
 
 
+def play_output(log: Path) -> str:
+    """The log of every ansible-playbook run, without the inventory listings molecule's verifier logs there
+    (`ansible-inventory --list` prints the test inventory, which holds the test password in clear)."""
+    entries = re.split(r"(?m)^(?=\d{4}-\d\d-\d\d [\d:,]+ p=\d+ u=\S+ n=\S+ \w+\| )", log.read_text(errors="replace"))
+    return "".join(e for e in entries if not re.match(r"[^|]*\| \{\s*\"_meta\"", e))
+
+
 def test_no_secret_in_the_play_output(host):
     log = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "ansible.log"
-    text = log.read_text(errors="replace")
+    text = play_output(log)
     key_lines = host.file(f"{KEY_DIR}/mok.key").content_string.splitlines()[1:-1]
     assert len(key_lines) > 10 and not any(line in text for line in key_lines)
     assert "TASK [mok_signing" in text, "the log holds the runs of the role"
