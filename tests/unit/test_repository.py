@@ -1,0 +1,75 @@
+"""The repository ships every file its roles and playbooks name.
+
+A `.gitignore` pattern once hid roles/gdrcopy/templates/ld.so.conf.j2 (`*.so.*`): the working tree had it, every
+clone lacked it, and only a full CI run found out. These tests catch that class of mistake in seconds: on a clone,
+a role's template/copy/script source that the repository lacks; in a working tree, a file under the project's own
+folders that git would silently leave out.
+"""
+
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+OWN_DIRS = ["roles", "playbooks", "library", "module_utils", "molecule", "tests", "src", "inventory.example",
+            "benchmarks", ".ci", "docs"]
+# What git rightly leaves out of those folders: run state and caches, never code.
+EXPECTED_IGNORED = ("__pycache__/", ".pyc", "/ephemeral/", ".pytest_cache/", "src/cache/")
+FILE_MODULES = {"ansible.builtin.template": "templates", "ansible.builtin.copy": "files",
+                "ansible.builtin.script": "files"}
+
+
+def _tasks(node):
+    """Every task dict in a task file, descending into block/rescue/always."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+    elif isinstance(node, dict):
+        yield node
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(node.get(key))
+
+
+def _static_sources():
+    for task_file in sorted(REPO.glob("roles/*/tasks/*.yml")):
+        role_dir = task_file.parents[1]
+        for task in _tasks(yaml.safe_load(task_file.read_text())):
+            for module, folder in FILE_MODULES.items():
+                args = task.get(module)
+                if args is None:
+                    continue
+                if isinstance(args, str):          # script: name args...
+                    src = args.split()[0]
+                elif args.get("remote_src"):
+                    continue
+                else:
+                    src = args.get("src") or args.get("cmd", "").split(" ")[0]
+                if src and "{{" not in src:
+                    yield task_file.relative_to(REPO), role_dir / folder / src
+
+
+SOURCES = list(_static_sources())
+
+
+def test_roles_name_static_sources():
+    """The scan itself finds the role files it guards (a scan that finds nothing would guard nothing)."""
+    names = {path.name for _, path in SOURCES}
+    assert {"ld.so.conf.j2", "gdrcopy.service.j2", "gdrcopy-build", "mok-sign"} <= names
+
+
+@pytest.mark.parametrize("task_file,path", SOURCES, ids=[str(p.relative_to(REPO)) for _, p in SOURCES])
+def test_role_source_is_tracked(task_file, path):
+    assert path.is_file(), f"{task_file} uses {path.relative_to(REPO)}, which is not in the repository"
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(path.relative_to(REPO))], cwd=REPO,
+                             capture_output=True, text=True)
+    assert tracked.returncode == 0, f"{path.relative_to(REPO)} exists here but git does not track it"
+
+
+def test_no_project_file_is_ignored():
+    """A file in the project's folders that .gitignore hides would be missing from every clone."""
+    out = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "--",
+                          *OWN_DIRS], cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
+    hidden = [p for p in out if p and not any(mark in p or p.endswith(mark.rstrip("/")) for mark in EXPECTED_IGNORED)]
+    assert not hidden, f"git ignores these project files, so clones lack them: {hidden} (check .gitignore)"
