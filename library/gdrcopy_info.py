@@ -32,6 +32,15 @@ options:
         inspect an image, in which case nothing about the running kernel is reported as the image's.
     type: path
     default: /
+  image:
+    description:
+      - Inspect I(root) as an image even when it is C(/). Its kernels, modules, library and NVIDIA source are read
+        from its files, and nothing of the running system (C(/proc), C(/sys), C(/dev), C(/run), C(nvidia-smi),
+        C(mokutil)) is reported as the image's. The gdrcopy roles set it in image mode.
+      - Inside a chroot (Ansible's chroot connection, a Packer or Warewulf image build) this is automatic, since the
+        C(/proc) and C(/sys) mounted there belong to the build host.
+    type: bool
+    default: false
   cuda_home:
     description: Where CUDA would be (its C(include/cuda.h) decides whether the test programs can be built).
     type: path
@@ -134,7 +143,7 @@ root:
   returned: always
   type: str
 live:
-  description: The inspected root is the running system (I(root=/)).
+  description: The inspected root is the running system (I(root=/), not in a chroot, I(image) false).
   returned: always
   type: bool
 health:
@@ -384,21 +393,49 @@ TEST_PROGRAMS = {"sanity": ("gdrcopy_sanity", "sanity"), "copybw": ("gdrcopy_cop
                  "copylat": ("gdrcopy_copylat", "copylat")}
 
 
+RUNTIME_DIRS = ("/proc", "/sys", "/dev", "/run")
+
+
+def in_chroot():
+    """True inside a chroot: the root of PID 1 is not our root. Where /proc/1/root may not be read (a container
+    without ptrace rights), our root is a chroot when it is no mount point: /proc/self/mountinfo lists only the
+    mounts reachable from our root, so a chroot into a plain directory has no "/" entry. Without /proc there is
+    no running system to describe either, so that counts as a chroot too."""
+    try:
+        ours, init = os.stat("/"), os.stat("/proc/1/root/")
+        return (ours.st_dev, ours.st_ino) != (init.st_dev, init.st_ino)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return not P.mountinfo_has_root(f.read())
+    except (IOError, OSError):
+        return True
+
+
 class Host:
     """File access relative to a root, and commands through AnsibleModule.run_command.
 
-    live: the root is the running system (root /), so /proc, /sys and commands describe it. Unit tests set it
-    for a captured file tree whose commands they answer themselves."""
+    live: the root is the running system, so /proc, /sys and commands describe it: root / outside a chroot, and
+    not forced to be an image. Unit tests set it for a captured file tree whose commands they answer themselves.
+    A root that is not live never shows its /proc, /sys, /dev or /run: in a chroot those are the build host's
+    (Packer's chroot builder, `wwctl container exec` and Ansible's chroot connection mount them), never the image's."""
 
-    def __init__(self, module, root, live=None):
+    def __init__(self, module, root, live=None, image=False):
         self.module = module
         self.root = root.rstrip("/") or "/"
-        self.live = self.root == "/" if live is None else live
+        self.live = (self.root == "/" and not image and not in_chroot()) if live is None else live
 
     def path(self, p):
         return p if self.root == "/" else os.path.join(self.root, p.lstrip("/"))
 
+    def hidden(self, p):
+        """A runtime path of another system (see the class): read as absent."""
+        return not self.live and any(p == d or p.startswith(d + "/") for d in RUNTIME_DIRS)
+
     def read(self, p):
+        if self.hidden(p):
+            return None
         try:
             with open(self.path(p), "r", errors="replace") as f:
                 return f.read()
@@ -407,6 +444,8 @@ class Host:
 
     def read_bytes(self, p, tail=None):
         """The file's bytes (only its last `tail` bytes when given), or None."""
+        if self.hidden(p):
+            return None
         try:
             with open(self.path(p), "rb") as f:
                 if tail:
@@ -416,10 +455,19 @@ class Host:
             return None
 
     def exists(self, p):
-        return os.path.exists(self.resolve(p))
+        return not self.hidden(p) and os.path.exists(self.resolve(p))
+
+    def stat(self, p):
+        """os.stat of the path, or None."""
+        if self.hidden(p):
+            return None
+        try:
+            return os.stat(self.path(p))
+        except OSError:
+            return None
 
     def isdir(self, p):
-        return os.path.isdir(self.path(p))
+        return not self.hidden(p) and os.path.isdir(self.path(p))
 
     def resolve(self, p):
         """Follow symlinks inside the root (an image's absolute links point into the image, not the host)."""
@@ -444,6 +492,8 @@ class Host:
             return ""
 
     def listdir(self, p):
+        if self.hidden(p):
+            return []
         try:
             return sorted(os.listdir(self.path(p)))
         except OSError:
@@ -451,6 +501,8 @@ class Host:
 
     def glob(self, pattern):
         """Paths matching pattern (** recurses), as seen from inside the root."""
+        if self.hidden(pattern):
+            return []
         found = glob.glob(self.path(pattern), recursive=True)
         if self.root == "/":
             return sorted(found)
@@ -807,9 +859,8 @@ def peermem_facts(h, kernels, loaded_modules):
 def device_facts(h, major):
     dev = {"path": "/dev/gdrdrv", "exists": False, "is_char": False, "major": -1, "minor": -1, "mode": "",
            "group": "", "ok": False}
-    try:
-        st = os.stat(h.path("/dev/gdrdrv"))
-    except OSError:
+    st = h.stat("/dev/gdrdrv")
+    if st is None:
         return dev
     dev["exists"] = True
     dev["is_char"] = stat.S_ISCHR(st.st_mode)
@@ -858,9 +909,17 @@ def gdrdrv_facts(h):
     }
 
 
-def library_facts(h):
+def library_facts(h, prefix):
+    """libgdrapi as the loader finds it (ldconfig -p) on a running system; in an image, where the loader cache is
+    not ours to run, the library the install prefix holds (<prefix>/current/lib/libgdrapi.so.2)."""
     out = {"paths": [], "version": ""}
-    ldconfig = h.live_tool("ldconfig")
+    if not h.live:
+        lib = prefix.rstrip("/") + "/current/lib/libgdrapi.so.2"
+        if h.exists(lib):
+            v = re.search(r"libgdrapi\.so\.(\d+\.\d+)", os.path.realpath(h.resolve(lib)))
+            out = {"paths": [lib], "version": v.group(1) if v else ""}
+        return out
+    ldconfig = h.tool("ldconfig")
     if not ldconfig:
         return out
     rc, text, _ = h.run([ldconfig, "-p"])
@@ -950,13 +1009,13 @@ def run_tests(h, facts, names, gpu_id, timeout):
 
 def gather(module, params, host=None):
     """Every fact for params (the module's options), plus the verdict (blockers, concerns, health)."""
-    h = host or Host(module, params["root"])
+    h = host or Host(module, params["root"], image=params.get("image", False))
     mok = secure_boot_facts(h, params.get("mok_cert"), params.get("mok_candidates"))
     kernels = kernel_facts(h, mok["mok"]["serial"])
     proc_modules = h.read("/proc/modules") or ""
     loaded = P.parse_proc_modules(proc_modules)
     smi = nvidia_smi(h)
-    library = library_facts(h)
+    library = library_facts(h, params["prefix"])
     gdrdrv = gdrdrv_facts(h)
     facts = {
         "live": h.live,
@@ -992,6 +1051,7 @@ def gather(module, params, host=None):
 
 ARGUMENT_SPEC = dict(
     root=dict(type="path", default="/"),
+    image=dict(type="bool", default=False),
     cuda_home=dict(type="path", default="/usr/local/cuda"),
     build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
     prefix=dict(type="path", default="/opt/gdrcopy"),

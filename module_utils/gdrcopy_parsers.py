@@ -814,3 +814,8 @@ def assess(facts):
     blockers += b
     warnings += w
     return blockers, warnings, "red" if blockers else ("amber" if warnings else "green")
+
+
+def mountinfo_has_root(text):
+    """Whether /proc/self/mountinfo text has a mount on "/" (field 5, the mount point)."""
+    return any(len(f) > 4 and f[4] == "/" for f in (line.split() for line in text.splitlines()))

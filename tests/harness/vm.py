@@ -9,6 +9,11 @@ Standard library only, so molecule's create/destroy playbooks and `make demo` ca
     vm.py reboot --state DIR [--kernel K] [--mok none|enroll|ignore] [--add-mok CERT.der]
                                      shut the VM down cleanly and boot it again (on kernel K)
     vm.py down   --state DIR                stop the VM this state dir started and delete its overlay
+    vm.py root   --state DIR                the image's root tree in DIR/root, with /proc, /sys, /dev and the
+                                     controller's resolv.conf mounted in it: a chroot, as an image build sees it
+    vm.py unroot --state DIR [--remove]     unmount what `root` mounted (and delete the tree)
+    vm.py up     --state DIR --root-tree TREE
+                                     boot a disk made from TREE (a converged `root`) instead of the image's disk
     vm.py ssh    --state DIR -- CMD...      run a command in the VM as root
     vm.py info   --state DIR                print the instance JSON
 
@@ -113,6 +118,75 @@ def manifest(image: Path) -> dict:
     return json.loads((image / "manifest.json").read_text())
 
 
+# What a chroot needs of the build host, mounted as Packer's chroot builder and `wwctl container exec` do.
+CHROOT_MOUNTS = [("proc", ["-t", "proc", "proc"]), ("sys", ["-t", "sysfs", "sysfs"]), ("dev", ["--bind", "/dev"]),
+                 ("dev/pts", ["-t", "devpts", "devpts"]), ("etc/resolv.conf", ["--bind", "/etc/resolv.conf"])]
+
+
+def mounts_under(tree: Path) -> list[str]:
+    """Mount points at or below tree, deepest first (from /proc/self/mountinfo)."""
+    prefix = str(tree.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def extract_root(image: Path, tree: Path) -> None:
+    """Copy the image's root file system into tree without mounting it (debugfs rdump), then put back the set-uid
+    and set-gid bits, which rdump drops (it changes the owner after the mode)."""
+    disk = image / "disk.img"
+    tmp = tree.with_name(tree.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    start = time.monotonic()
+    subprocess.run(["debugfs", "-R", f"rdump / {tmp}", str(disk)], check=True, stdout=sys.stderr,
+                   stderr=subprocess.DEVNULL)
+    executables = [str(p.relative_to(tmp)) for p in tmp.rglob("*")
+                   if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o111]
+    script = "".join(f'stat "/{rel}"\n' for rel in executables)
+    out = subprocess.run(["debugfs", "-f", "-", str(disk)], input=script, capture_output=True, text=True,
+                         check=True).stdout
+    restored = 0
+    for rel, mode in zip(executables, [line.split("Mode:")[1].split()[0] for line in out.splitlines()
+                                       if "Mode:" in line]):
+        if int(mode, 8) & 0o6000:
+            os.chmod(tmp / rel, int(mode, 8) & 0o7777)
+            restored += 1
+    os.replace(tmp, tree)
+    log(f"image root extracted to {tree} in {time.monotonic() - start:.0f}s ({restored} set-id files)")
+
+
+def mount_root(tree: Path) -> None:
+    mounted = mounts_under(tree)
+    for rel, args in CHROOT_MOUNTS:
+        point = tree / rel
+        if str(point) not in mounted:
+            subprocess.run(["mount", *args, str(point)], check=True)
+
+
+def unmount_root(tree: Path) -> None:
+    for point in mounts_under(tree):
+        if subprocess.run(["umount", point], stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run(["umount", "-l", point], check=True)
+    left = mounts_under(tree)
+    if left:
+        sys.exit(f"still mounted under {tree}: {left}")
+
+
+def make_disk(tree: Path, disk: Path, size: str) -> None:
+    """An ext4 root disk (label gdrcopy-vm, as the image's) holding tree: no mount, as the image build does."""
+    if mounts_under(tree):
+        sys.exit(f"{tree} still has mounts in it ({mounts_under(tree)}): run `vm.py unroot` first")
+    start = time.monotonic()
+    disk.unlink(missing_ok=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "gdrcopy-vm", "-d", str(tree), str(disk), size], check=True,
+                   stdout=sys.stderr)
+    log(f"disk {disk.name} made from {tree} in {time.monotonic() - start:.0f}s")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -207,17 +281,21 @@ class VM:
         i = self.info
         return {k: i[k] for k in ("instance", "address", "user", "port", "identity_file")}
 
-    def up(self, kernel: str, memory: int, cpus: int, firmware: str = "direct") -> dict:
+    def up(self, kernel: str, memory: int, cpus: int, firmware: str = "direct", root_tree: Path | None = None) -> dict:
         if self.pid():
             log(f"already running (pid {self.pid()})")
             return self.info
         image = ensure_image()
         man = manifest(image)
         self.state.mkdir(parents=True, exist_ok=True)
+        disk = image / "disk.img"
+        if root_tree:
+            disk = self.state / "disk.img"
+            make_disk(root_tree, disk, image_inputs()["IMAGE_SIZE"])
         overlay = self.state / "overlay.qcow2"
         if not overlay.exists():
             subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                            str(image / "disk.img"), str(overlay)], check=True)
+                            str(disk), str(overlay)], check=True)
         port = free_port()
         known_hosts = self.state / "known_hosts"
         known_hosts.write_text("".join(f"[127.0.0.1]:{port} {p.read_text().split()[0]} {p.read_text().split()[1]}\n"
@@ -430,11 +508,28 @@ class VM:
         self.start(kernel, mok)
         return self.info
 
+    def root(self) -> Path:
+        """The image's root tree as a chroot: extracted once per state dir, mounts (re)made on every call."""
+        tree = self.state / "root"
+        self.state.mkdir(parents=True, exist_ok=True)
+        if not tree.is_dir():
+            extract_root(ensure_image(), tree)
+        mount_root(tree)
+        return tree
+
+    def unroot(self, remove: bool) -> None:
+        tree = self.state / "root"
+        if tree.is_dir():
+            unmount_root(tree)
+            if remove:
+                shutil.rmtree(tree)  # only once nothing is mounted in it (unmount_root exits otherwise)
+                log(f"removed {tree}")
+
     def down(self) -> None:
         if self.pid():
             self.kill()
             log(f"stopped VM of {self.state}")
-        for name in ("overlay.qcow2", "qemu.pid", "id_ed25519", "efivars.fd", "serial.sock"):
+        for name in ("overlay.qcow2", "disk.img", "qemu.pid", "id_ed25519", "efivars.fd", "serial.sock"):
             (self.state / name).unlink(missing_ok=True)
         for name in ("boot", "esp"):
             shutil.rmtree(self.state / name, ignore_errors=True)
@@ -444,7 +539,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("image")
-    for name in ("up", "reboot", "down", "ssh", "info"):
+    for name in ("up", "reboot", "down", "ssh", "info", "root", "unroot"):
         sp = sub.add_parser(name)
         sp.add_argument("--state", required=True, type=Path, help="per-VM state dir (overlay, pid, console logs)")
         if name in ("up", "reboot"):
@@ -457,6 +552,9 @@ def main(argv: list[str]) -> int:
             sp.add_argument("--firmware", choices=("direct", "secureboot"), default="direct")
             sp.add_argument("--memory", type=int, default=2048, help="MiB")
             sp.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
+            sp.add_argument("--root-tree", type=Path, help="boot a disk made from this root tree (see `root`)")
+        if name == "unroot":
+            sp.add_argument("--remove", action="store_true", help="delete the tree once it is unmounted")
         if name == "ssh":
             sp.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
@@ -465,7 +563,8 @@ def main(argv: list[str]) -> int:
         return 0
     vm = VM(a.state)
     if a.cmd == "up":
-        print(json.dumps(dict(vm.up(a.kernel, a.memory, a.cpus, a.firmware), molecule=vm.molecule_instance())))
+        print(json.dumps(dict(vm.up(a.kernel, a.memory, a.cpus, a.firmware, a.root_tree),
+                              molecule=vm.molecule_instance())))
     elif a.cmd == "reboot":
         print(json.dumps(vm.reboot(a.kernel, a.mok, a.add_mok)))
     elif a.cmd == "down":
@@ -473,6 +572,10 @@ def main(argv: list[str]) -> int:
     elif a.cmd == "ssh":
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
         return vm.ssh(*cmd, check=False).returncode
+    elif a.cmd == "root":
+        print(json.dumps({"root": str(vm.root())}))
+    elif a.cmd == "unroot":
+        vm.unroot(a.remove)
     elif a.cmd == "info":
         print(json.dumps(vm.info))
     return 0

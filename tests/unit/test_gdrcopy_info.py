@@ -391,6 +391,29 @@ def test_an_unsigned_gdrdrv_under_enforcement_is_a_blocker(working_root):
             " is not signed: the kernel refuses it") in r["blockers"]
 
 
+def test_a_chroot_never_reports_the_build_hosts_runtime_as_the_images(working_root):
+    """In a chroot the mounted /proc, /sys and /dev are the build host's: a loaded gdrdrv, EFI, lockdown or a GPU
+    there says nothing about the image. Its files (kernels, modules, library) still count."""
+    m = working_module(working_root)
+    r = gdrcopy_info.gather(m, params(working_root, release="2.6"), gdrcopy_info.Host(m, working_root, live=False))
+    assert r["live"] is False and r["kernel"]["running"] == ""
+    assert r["load_order"] == [] and r["gdrdrv"]["loaded"] is False and r["nvidia"]["loaded"] is False
+    assert r["secure_boot"]["efi"] is False and r["kernel"]["lockdown"] in ("", None)
+    assert r["gpus"] == [] and r["rdma"] == [] and r["peermem"]["nvidia_peermem"]["loaded"] is False
+    assert r["gdrdrv"]["device"]["exists"] is False
+    assert [k["release"] for k in r["kernel"]["installed"]] == [KERNEL]
+    assert r["kernel"]["installed"][0]["gdrdrv_modules"][0]["path"] == f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko"
+    assert [c[0] for c in m.calls if c[0] in ("/usr/bin/mokutil", SMI, "/usr/sbin/ldconfig")] == []
+    # the library from the install prefix, not from the build host's loader
+    assert r["library"] == {"paths": ["/opt/gdrcopy/current/lib/libgdrapi.so.2"], "version": "2.6"}
+    assert r["gdrcopy"]["library_version"] == "2.6" and r["gdrcopy"]["driver_version"] == ""
+
+
+def test_image_forces_a_root_of_slash_to_be_read_as_an_image():
+    assert gdrcopy_info.Host(FakeModule(), "/", image=True).live is False
+    assert gdrcopy_info.Host(FakeModule(), "/", image=True).read("/proc/modules") is None
+
+
 # --- an image root: nothing live, commands only through modinfo -b -------------------------------------------
 
 @pytest.fixture

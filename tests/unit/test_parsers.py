@@ -480,3 +480,15 @@ def test_copylat_median_form_of_2_6():
 def test_copylat_of_the_real_failing_run():
     r = P.parse_copylat(*device("copylat"))
     assert (r["ok"], r["results"], r["error"]) == (False, {}, "gdr_open error: Is gdrdrv driver installed and loaded?")
+
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+
+
+def test_mountinfo_of_a_host_has_its_root_and_a_chroots_has_none():
+    """Captured on the controller and inside `vm.py root`'s chroot (with /proc, /sys, /dev mounted in it): the
+    chroot sees its own mounts only, none on "/"."""
+    assert P.mountinfo_has_root((CAPTURES / "mountinfo-controller.txt").read_text()) is True
+    chroot = (CAPTURES / "mountinfo-chroot.txt").read_text()
+    assert "/proc" in chroot and P.mountinfo_has_root(chroot) is False
+    assert P.mountinfo_has_root("") is False

@@ -23,14 +23,14 @@ EXPORTS = {
                 "gdrcopy_hook_kernels", "gdrcopy_hook_modules"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
-                    "mok_signing_gdrcopy_hook"},
+                    "mok_signing_gdrcopy_hook", "mok_signing_sign_command"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report", "nvidia_peermem_boot_modules"},
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
 PLAYBOOK_EXPORTS = {
     "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed"},
     # The mok_signing play wires the role's signing hook into the gdrcopy role's hook variable.
-    "mok_signing": {"gdrcopy_pre_install_tasks"},
+    "mok_signing": {"gdrcopy_pre_install_tasks", "gdrcopy_kernel_hook_sign_command"},
     # and the nvidia_peermem play hands the gdrcopy role's boot unit the modules it loads between nvidia and gdrdrv.
     "nvidia_peermem": {"gdrcopy_chain_modules"},
     "verify": {"gdrcopy_verify"},

@@ -1,0 +1,146 @@
+"""roles/gdrcopy/files/gdrcopy-kernel-hook: a kernel installed between runs gets gdrdrv, built by the real
+gdrcopy-build helper from a small tarball whose Makefile writes a module, with the stamp the role would write,
+signed by a command and installed; only depmod is answered by the test (the kernel is not real)."""
+
+import importlib.machinery
+import importlib.util
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+FILES = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy" / "files"
+KERNEL = "6.1.0-99-amd64"
+
+
+def load_hook():
+    loader = importlib.machinery.SourceFileLoader("gdrcopy_kernel_hook", str(FILES / "gdrcopy-kernel-hook"))
+    spec = importlib.util.spec_from_loader("gdrcopy_kernel_hook", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+hook = load_hook()
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A build root with a source tarball, a modules root with KERNEL's headers, a signing command, the config."""
+    tree = tmp_path / "tree" / "gdrcopy-2.6"
+    tree.mkdir(parents=True)
+    (tree / "Makefile").write_text("driver:\n\tmkdir -p src/gdrdrv && echo 'module for $(KVER)' > src/gdrdrv/gdrdrv.ko\n")
+    tarball = tmp_path / "gdrcopy-2.6-abc.tar.gz"
+    with tarfile.open(tarball, "w:gz") as t:
+        t.add(tree, arcname="gdrcopy-2.6")
+    modules = tmp_path / "lib-modules"
+    (modules / KERNEL / "build").mkdir(parents=True)
+    (modules / KERNEL / "build" / "Makefile").write_text("")
+    signer = tmp_path / "sign"
+    signer.write_text("#!/bin/sh\nfor a in \"$@\"; do case $a in *=*) echo ' signed' >> \"${a#*=}\";; esac; done\n"
+                      "echo '{\"changed\": true}'\n")
+    signer.chmod(0o755)
+    cfg = {"build_helper": str(FILES / "gdrcopy-build"), "tarball": str(tarball),
+           "build_log": str(tmp_path / "build" / "builds.log"), "driver_dir": str(tmp_path / "build" / "driver"),
+           "stamp_base": {"component": "driver", "source": "2.6-abc", "sha256": "abc", "nvidia_src_dir": "/usr/src/nv",
+                          "flavor": "proprietary"},
+           "nvidia_src_dir": "/usr/src/nv", "flavor": "proprietary", "module_subdir": "updates/gdrcopy",
+           "sign_command": [str(signer), "--key", "/k", "--cert", "/c"]}
+    config = tmp_path / "kernel-hook.json"
+    config.write_text(json.dumps(cfg))
+    return {"tmp": tmp_path, "modules": modules, "config": config, "cfg": cfg}
+
+
+def depmod_only(calls):
+    """subprocess.run for the hook: depmod is recorded and succeeds, everything else runs for real."""
+    def run(argv, **kw):
+        calls.append(argv)
+        if argv[0] == "depmod":
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return subprocess.run(argv, **kw)
+    return run
+
+
+def run_hook(host, calls, **kw):
+    out = []
+    rc = hook.run_hook(KERNEL, config=str(host["config"]), modules_root=str(host["modules"]), run=depmod_only(calls),
+                       say=out.append, **kw)
+    return rc, out
+
+
+def test_a_new_kernel_gets_a_built_signed_installed_gdrdrv_with_the_roles_stamp(host):
+    calls = []
+    rc, out = run_hook(host, calls)
+    assert rc == 0, out
+    installed = host["modules"] / KERNEL / "updates" / "gdrcopy" / "gdrdrv.ko"
+    assert installed.read_text() == f"module for {KERNEL}\n signed\n"
+    build_dir = Path(host["cfg"]["driver_dir"]) / KERNEL
+    assert json.loads((build_dir / ".gdrcopy-stamp.json").read_text()) == dict(host["cfg"]["stamp_base"], kernel=KERNEL)
+    assert (build_dir / "gdrdrv.ko").read_bytes() == installed.read_bytes()  # what the role's install would copy
+    assert ["depmod", KERNEL] in calls
+    log = Path(host["cfg"]["build_log"]).read_text().splitlines()
+    assert len(log) == 1 and f"KVER={KERNEL} " in log[0]
+
+
+def test_the_build_argv_is_the_roles(host):
+    argv = hook.build_argv(host["cfg"], KERNEL)
+    assert argv[argv.index("--") + 1:] == ["make", "driver", f"KVER={KERNEL}", "NVIDIA_SRC_DIR=/usr/src/nv",
+                                           "NVIDIA_IS_OPENSOURCE=n"]
+    assert json.loads(argv[argv.index("--stamp") + 1]) == dict(host["cfg"]["stamp_base"], kernel=KERNEL)
+
+
+def test_a_second_call_compiles_nothing_and_changes_no_file(host):
+    run_hook(host, [])
+    installed = host["modules"] / KERNEL / "updates" / "gdrcopy" / "gdrdrv.ko"
+    before = installed.stat().st_mtime_ns
+    # the real signer skips a module it signed; this one would append again, so stand in for that
+    host["cfg"]["sign_command"] = []
+    host["config"].write_text(json.dumps(host["cfg"]))
+    calls = []
+    rc, out = run_hook(host, calls)
+    assert rc == 0 and calls == [], calls
+    assert installed.stat().st_mtime_ns == before
+    assert out == [f"gdrcopy-kernel-hook: gdrdrv for {KERNEL} is installed and current"]
+    assert len(Path(host["cfg"]["build_log"]).read_text().splitlines()) == 1
+
+
+def test_without_headers_it_waits_for_them(host):
+    (host["modules"] / KERNEL / "build" / "Makefile").unlink()
+    calls = []
+    rc, out = run_hook(host, calls)
+    assert rc == 0 and calls == []
+    assert "no headers for 6.1.0-99-amd64 yet" in out[0]
+    assert not (host["modules"] / KERNEL / "updates").exists()
+
+
+def test_check_says_what_it_would_do_and_does_nothing(host):
+    calls = []
+    rc, out = run_hook(host, calls, check=True)
+    assert rc == 0 and calls == []
+    assert out == [f"gdrcopy-kernel-hook: would build, sign, install gdrdrv for {KERNEL}"]
+    assert not Path(host["cfg"]["driver_dir"]).exists()
+
+
+def test_a_failed_build_installs_nothing_and_never_fails_the_package_manager(host):
+    (host["tmp"] / "tree" / "gdrcopy-2.6" / "Makefile").write_text("driver:\n\techo broken >&2; exit 2\n")
+    with tarfile.open(host["cfg"]["tarball"], "w:gz") as t:
+        t.add(host["tmp"] / "tree" / "gdrcopy-2.6", arcname="gdrcopy-2.6")
+    with pytest.raises(hook.HookError, match="build for 6.1.0-99-amd64 failed"):
+        run_hook(host, [])
+    assert not (host["modules"] / KERNEL / "updates").exists()
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env={"GDRCOPY_KERNEL_HOOK_CONFIG": str(host["config"]),
+                            "GDRCOPY_KERNEL_HOOK_MODULES": str(host["modules"]), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0
+    assert "failed" in r.stderr and "the kernel stays installed" in r.stderr
+
+
+def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):
+    with pytest.raises(hook.HookError, match="run the gdrcopy-ansible playbook again"):
+        hook.load_config(str(tmp_path / "none.json"))
+    (tmp_path / "partial.json").write_text("{}")
+    with pytest.raises(hook.HookError, match="lacks build_helper"):
+        hook.load_config(str(tmp_path / "partial.json"))
