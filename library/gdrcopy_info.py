@@ -69,7 +69,7 @@ options:
   mok_cert:
     description:
       - A Machine Owner Key certificate (DER or PEM) on the host. Its enrollment state is read from the text of
-        C(mokutil --test-key) (enrolled, pending, in_db, not_enrolled), and each gdrdrv signed by it is marked
+        C(mokutil --test-key) (enrolled, pending, in_db, blocked, not_enrolled), and each gdrdrv signed by it is marked
         C(ours).
     type: path
   mok_candidates:
@@ -217,7 +217,7 @@ secure_boot:
       type: str
     mok:
       description: C(cert) (I(mok_cert)), its C(serial) and C(subject) (openssl), C(state) (enrolled, pending,
-        in_db, not_enrolled or unknown, from the text of C(mokutil --test-key)), C(detail) (that text, or why it is
+        in_db, blocked, not_enrolled or unknown, from the text of C(mokutil --test-key)), C(detail) (that text, or why it is
         unknown) and C(pending) (keys waiting in C(mokutil --list-new)).
       type: dict
     candidates:

@@ -380,6 +380,7 @@ def parse_efivar_secure_boot(data):
 
 
 MOK_STATES = (  # `mokutil --test-key` text -> state; the exit code means different things across versions
+    ("is blocked in", "blocked"),  # "... is blocked in dbx" / "... is blocked in MokListX": never trusted
     ("is already in the enrollment request", "pending"),
     ("is already in db", "in_db"),
     ("is already enrolled", "enrolled"),
@@ -388,7 +389,8 @@ MOK_STATES = (  # `mokutil --test-key` text -> state; the exit code means differ
 
 
 def parse_mokutil_test_key(text):
-    """`mokutil --test-key CERT` output -> enrolled | pending | in_db | not_enrolled | unknown."""
+    """`mokutil --test-key CERT` output -> enrolled | pending | in_db | blocked | not_enrolled | unknown. The text,
+    never the exit code: mokutil up to 0.7.2 exits 0 for "not enrolled" and 1 for the rest, later ones the reverse."""
     for needle, state in MOK_STATES:
         if needle in (text or ""):
             return state
@@ -767,6 +769,9 @@ def signing_findings(facts):
     if mok["pending"]:
         warnings.append("a MOK enrollment is pending (%s): confirm it at the console (MokManager) during the next "
                         "boot" % ", ".join(mok["pending"]))
+    if mok["state"] == "blocked":
+        blockers.append("the certificate %s is blocked by the firmware or MOK denylist (%s): modules it signs never "
+                        "load under Secure Boot; sign with another key" % (mok["cert"], mok.get("detail", "").strip()))
     if sb["enabled"] and mok["state"] == "not_enrolled":
         warnings.append("Secure Boot is on and the certificate %s is not enrolled: modules it signs will not load"
                         % mok["cert"])
@@ -793,6 +798,9 @@ def load_refusal(facts):
 def _signature_problem(mod, mok):
     if mod["signed"] is False:
         return "is not signed: the kernel refuses it"
+    if mod["ours"] and mok["state"] == "blocked":
+        return "is signed by %s, whose key is blocked (dbx or MokListX): the kernel never accepts it" % (
+            mod["signer"] or "our key")
     if mod["ours"] and mok["state"] in ("not_enrolled", "pending"):
         return "is signed by %s, whose key is %s: the kernel refuses it until the key is enrolled" % (
             mod["signer"] or "our key", "not enrolled" if mok["state"] == "not_enrolled" else "only pending enrollment")

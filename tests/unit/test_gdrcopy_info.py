@@ -391,6 +391,31 @@ def test_an_unsigned_gdrdrv_under_enforcement_is_a_blocker(working_root):
             " is not signed: the kernel refuses it") in r["blockers"]
 
 
+@pytest.mark.parametrize("rc", [0, 1])
+def test_the_mok_state_comes_from_mokutils_text_whatever_its_exit_code(working_root, rc):
+    """mokutil up to 0.7.2 exits 1 for "already enrolled", later versions 0: the text decides."""
+    cert = os.path.join(working_root, "var/lib/gdrcopy-ansible/mok/mok.der")
+    write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
+    m = working_module(working_root)
+    m.outputs[("/usr/bin/mokutil", "--test-key", cert)] = (rc, f"{cert} is already enrolled\n", "")
+    r = gdrcopy_info.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_info.Host(m, working_root, live=True))
+    assert r["secure_boot"]["mok"]["state"] == "enrolled"
+
+
+def test_a_blocked_signing_key_is_a_blocker(working_root):
+    cert = os.path.join(working_root, "var/lib/gdrcopy-ansible/mok/mok.der")
+    write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
+    m = working_module(working_root)
+    m.outputs[("/usr/bin/mokutil", "--test-key", cert)] = (1, f"{cert} is blocked in dbx\n", "")
+    r = gdrcopy_info.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_info.Host(m, working_root, live=True))
+    assert r["secure_boot"]["mok"]["state"] == "blocked"
+    assert any("/var/lib/gdrcopy-ansible/mok/mok.der is blocked by the firmware or MOK denylist" in b
+               and "sign with another key" in b for b in r["blockers"]), r["blockers"]
+    assert r["health"] == "red"
+
+
 def test_a_chroot_never_reports_the_build_hosts_runtime_as_the_images(working_root):
     """In a chroot the mounted /proc, /sys and /dev are the build host's: a loaded gdrdrv, EFI, lockdown or a GPU
     there says nothing about the image. Its files (kernels, modules, library) still count."""

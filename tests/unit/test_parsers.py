@@ -293,6 +293,8 @@ def test_efivar_secure_boot():
     ("/var/lib/gdrcopy-ansible/mok/mok.der is already enrolled\n", "enrolled"),
     ("SKIP: /var/lib/gdrcopy-ansible/mok/mok.der is already in the enrollment request\n", "pending"),
     ("/var/lib/gdrcopy-ansible/mok/mok.der is already in db\n", "in_db"),
+    ("/var/lib/gdrcopy-ansible/mok/mok.der is blocked in dbx\n", "blocked"),
+    ("/var/lib/gdrcopy-ansible/mok/mok.der is blocked in MokListX\n", "blocked"),
     ("Failed to open /nowhere.der\n", "unknown"),
 ])
 def test_mokutil_test_key_reads_the_text(text, state):

@@ -73,3 +73,11 @@ def test_no_project_file_is_ignored():
                           *OWN_DIRS], cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
     hidden = [p for p in out if p and not any(mark in p or p.endswith(mark.rstrip("/")) for mark in EXPECTED_IGNORED)]
     assert not hidden, f"git ignores these project files, so clones lack them: {hidden} (check .gitignore)"
+
+
+def test_ansible_managed_only_in_templates():
+    """ansible_managed is defined only while a template renders: in a task's content: it is undefined and the task
+    fails at run time (found by the image scenario)."""
+    users = [str(p.relative_to(REPO)) for d in ("roles", "playbooks", "molecule") for p in (REPO / d).rglob("*.yml")
+             if "ansible_managed" in p.read_text()]
+    assert users == [], f"ansible_managed used outside a template: {users}"

@@ -1,0 +1,60 @@
+"""Bad role variables are refused by each role's tasks/validate.yml (argument specs, then the cross-variable rules)
+with one message that names the variable, run for real with ansible-playbook on the controller. validate.yml only
+reads and asserts, and preflight runs it on every host before any role changes anything."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO / "tests" / "unit" / "playbooks" / "validate.yml"
+BIN = Path(sys.executable).parent
+
+
+def validate(tmp_path, role, **variables):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    extra = dict(variables, validate_role=role, ansible_python_interpreter=sys.executable)
+    r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    return r.returncode, " ".join((r.stdout + r.stderr).split())  # one line: messages wrap in the output
+
+
+@pytest.mark.parametrize("role", ["gdrcopy", "mok_signing", "nvidia_peermem"])
+def test_the_defaults_pass(tmp_path, role):
+    rc, out = validate(tmp_path, role)
+    assert rc == 0 and "VALIDATION PASSED" in out, out
+
+
+@pytest.mark.parametrize("role,variables,named", [
+    # wrong types
+    ("gdrcopy", {"gdrcopy_load": "sometimes"}, "gdrcopy_load"),
+    ("gdrcopy", {"gdrcopy_kernels": {"a": 1}}, "gdrcopy_kernels"),
+    ("gdrcopy", {"gdrcopy_module_params": {"use_persistent_mapping": "yes please"}}, "use_persistent_mapping"),
+    ("mok_signing", {"mok_signing_key_days": "forever"}, "mok_signing_key_days"),
+    ("nvidia_peermem", {"nvidia_peermem_persist": "maybe"}, "nvidia_peermem_persist"),
+    # unknown choices
+    ("gdrcopy", {"gdrcopy_mode": "container"}, "gdrcopy_mode"),
+    ("gdrcopy", {"gdrcopy_nvidia_flavor": "closed"}, "gdrcopy_nvidia_flavor"),
+    ("gdrcopy", {"gdrcopy_module_params": {"dbg_enabled": 2}}, "dbg_enabled"),
+    ("mok_signing", {"mok_signing_key_source": "hsm"}, "mok_signing_key_source"),
+    ("nvidia_peermem", {"nvidia_peermem_state": "maybe"}, "nvidia_peermem_state"),
+    ("nvidia_peermem", {"nvidia_peermem_legacy_nv_peer_mem": "keep"}, "nvidia_peermem_legacy_nv_peer_mem"),
+    # mode strings
+    ("gdrcopy", {"gdrcopy_device_mode": 432}, "gdrcopy_device_mode"),
+    ("gdrcopy", {"gdrcopy_device_mode": "rw-rw----"}, "gdrcopy_device_mode"),
+    ("gdrcopy", {"gdrcopy_device_mode": "0666"}, "gdrcopy_device_world_writable_ok"),
+    # values of the right type that cannot work
+    ("gdrcopy", {"gdrcopy_source_sha256": "abc"}, "gdrcopy_source_sha256"),
+    ("gdrcopy", {"gdrcopy_source_url": "ssh://mirror/gdrcopy.tar.gz"}, "gdrcopy_source_url"),
+    ("gdrcopy", {"gdrcopy_version": "2.9"}, 'gdrcopy_version "2.9"'),
+    ("mok_signing", {"mok_signing_key_dir": "relative/dir"}, "mok_signing_key_dir"),
+])
+def test_a_bad_variable_is_refused_with_its_name(tmp_path, role, variables, named):
+    rc, out = validate(tmp_path, role, **variables)
+    assert rc != 0 and "VALIDATION PASSED" not in out, out
+    assert named in out, out
