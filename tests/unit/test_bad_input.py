@@ -54,6 +54,7 @@ def test_the_defaults_pass(tmp_path, role):
     ("gdrcopy", {"gdrcopy_version": "2.9"}, 'gdrcopy_version "2.9"'),
     ("mok_signing", {"mok_signing_key_dir": "relative/dir"}, "mok_signing_key_dir"),
 ])
+@pytest.mark.fault(10)
 def test_a_bad_variable_is_refused_with_its_name(tmp_path, role, variables, named):
     rc, out = validate(tmp_path, role, **variables)
     assert rc != 0 and "VALIDATION PASSED" not in out, out

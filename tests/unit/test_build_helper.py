@@ -45,6 +45,7 @@ def test_a_build_lands_whole_with_its_stamp_artifact_and_log_line(tmp_path):
     assert not Path(str(out) + ".new").exists()
 
 
+@pytest.mark.fault(8)
 def test_a_failed_build_leaves_the_previous_build_untouched(tmp_path):
     out = tmp_path / "build"
     assert build(tarball(tmp_path, GOOD), out, {"v": 1}, "make", "driver").returncode == 0
@@ -56,6 +57,7 @@ def test_a_failed_build_leaves_the_previous_build_untouched(tmp_path):
     assert json.loads((out / ".gdrcopy-stamp.json").read_text()) == {"v": 1}
 
 
+@pytest.mark.fault(8)
 def test_leftovers_of_a_killed_build_are_cleared_by_the_next(tmp_path):
     out = tmp_path / "build"
     stale = Path(str(out) + ".new")

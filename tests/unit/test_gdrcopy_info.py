@@ -74,6 +74,7 @@ def h200(tmp_path, shared_fixture):
     return m, gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
 
 
+@pytest.mark.fault(5)
 def test_the_h200_capture_blocks_with_both_reasons(h200):
     _, r = h200
     assert r["health"] == "red"
@@ -392,6 +393,7 @@ def test_an_unsigned_gdrdrv_under_enforcement_is_a_blocker(working_root):
 
 
 @pytest.mark.parametrize("rc", [0, 1])
+@pytest.mark.fault(11)
 def test_the_mok_state_comes_from_mokutils_text_whatever_its_exit_code(working_root, rc):
     """mokutil up to 0.7.2 exits 1 for "already enrolled", later versions 0: the text decides."""
     cert = os.path.join(working_root, "var/lib/gdrcopy-ansible/mok/mok.der")
@@ -403,6 +405,7 @@ def test_the_mok_state_comes_from_mokutils_text_whatever_its_exit_code(working_r
     assert r["secure_boot"]["mok"]["state"] == "enrolled"
 
 
+@pytest.mark.fault(11)
 def test_a_blocked_signing_key_is_a_blocker(working_root):
     cert = os.path.join(working_root, "var/lib/gdrcopy-ansible/mok/mok.der")
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
@@ -497,6 +500,23 @@ def test_an_image_root(image_root):
     assert [c for c in m.calls if c[0] != modinfo] == []
 
 
+@pytest.mark.fault(12)
+def test_a_compressed_gdrdrv_is_found_and_read_through_modinfo(image_root):
+    """A .ko.xz (distributions that compress module trees) counts as the kernel's gdrdrv; its signature is what
+    `modinfo FILE` says (it reads compressed modules), since the trailer is inside the compressed data."""
+    write(image_root, "/lib/modules/6.1.0-47-amd64/updates/gdrcopy/gdrdrv.ko.xz", b"\xfd7zXZ\x00compressed")
+    modinfo = "/usr/sbin/modinfo"
+    path = os.path.join(image_root, "lib/modules/6.1.0-47-amd64/updates/gdrcopy/gdrdrv.ko.xz")
+    m = FakeModule(tools={"modinfo": modinfo}, outputs={
+        (modinfo, path): (0, "filename: x\nsigner: gdrcopy-ansible module signing key\nsig_key: 51:3A\n", "")})
+    r = gdrcopy_info.gather(m, params(image_root))
+    k47 = {k["release"]: k for k in r["kernel"]["installed"]}["6.1.0-47-amd64"]
+    assert k47["gdrdrv"] == ["/lib/modules/6.1.0-47-amd64/updates/gdrcopy/gdrdrv.ko.xz"]
+    assert (k47["gdrdrv_modules"][0]["signed"], k47["gdrdrv_modules"][0]["signer"]) == (
+        True, "gdrcopy-ansible module signing key")
+
+
+@pytest.mark.fault(4)
 def test_an_explicit_nvidia_source_dir(image_root):
     m = FakeModule()
     r = gdrcopy_info.gather(m, params(image_root, build_root="/b", prefix="/p",

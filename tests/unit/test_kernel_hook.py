@@ -124,6 +124,7 @@ def test_check_says_what_it_would_do_and_does_nothing(host):
     assert not Path(host["cfg"]["driver_dir"]).exists()
 
 
+@pytest.mark.fault(8)
 def test_a_failed_build_installs_nothing_and_never_fails_the_package_manager(host):
     (host["tmp"] / "tree" / "gdrcopy-2.6" / "Makefile").write_text("driver:\n\techo broken >&2; exit 2\n")
     with tarfile.open(host["cfg"]["tarball"], "w:gz") as t:

@@ -143,3 +143,30 @@ def test_check_mode_predicts_before_the_build_and_before_the_key(tmp_path):
     assert rc == 0 and out["changed"] is True
     assert out["results"][0]["action"] == "signed" and out["results"][0]["note"] == "not built yet"
     assert not os.path.exists(tmp_path / "mok.key")
+
+
+# --- compressed module trees (.ko.xz, .ko.zst, .ko.gz): signing reads the module uncompressed ------------------
+
+@pytest.mark.parametrize("suffix,compress", [(".xz", ["xz", "-c"]), (".zst", ["zstd", "-cq"]), (".gz", ["gzip", "-c"])])
+@pytest.mark.fault(12)
+def test_a_compressed_module_is_read_uncompressed_with_its_signature(tmp_path, suffix, compress):
+    """What sign_one strips and re-signs is the module itself, never the compressed bytes (signing those corrupts
+    the file); the real compressors of the host make the fixture."""
+    body = signed(b"\x7fELF module body", b"PKCS7")
+    path = tmp_path / f"gdrdrv.ko{suffix}"
+    path.write_bytes(subprocess.run(compress, input=body, capture_output=True, check=True).stdout)
+    data, found = mok_sign.read_module(str(path))
+    assert (data, found) == (body, suffix)
+    assert mok_sign.strip_signatures(data) == (b"\x7fELF module body", 1)
+
+
+@pytest.mark.fault(12)
+def test_a_module_is_compressed_again_with_xz_crc32_which_the_kernel_can_check(tmp_path):
+    """In-kernel xz decompression knows CRC32 only: CRC64 (xz's default) fails to load (docs/SECURE-BOOT.md)."""
+    packed = mok_sign.run(mok_sign.COMPRESSORS[".xz"][1], b"\x7fELF module body")
+    (tmp_path / "m.ko.xz").write_bytes(packed)
+    listing = subprocess.run(["xz", "--robot", "--list", str(tmp_path / "m.ko.xz")], capture_output=True, text=True,
+                             check=True).stdout
+    checks = [line.split("\t")[6] for line in listing.splitlines() if line.startswith("file\t")]
+    assert checks == ["CRC32"], listing
+    assert mok_sign.run(mok_sign.COMPRESSORS[".xz"][0], packed) == b"\x7fELF module body"

@@ -106,12 +106,14 @@ TREES = [
     ("550.163.01", "open", None),
     ("580.159.04", "open", None),
 ])
+@pytest.mark.fault(4)
 def test_choose_nvidia_source_matches_version_and_flavor(version, flavor, expected):
     tree, reason = P.choose_nvidia_source(TREES, version, flavor)
     assert (tree["dir"] if tree else None) == expected
     assert reason
 
 
+@pytest.mark.fault(4)
 def test_choose_nvidia_source_without_driver():
     assert P.choose_nvidia_source(TREES[:1], "", "")[0] == TREES[0]
     tree, reason = P.choose_nvidia_source(TREES, "", "")
@@ -297,6 +299,7 @@ def test_efivar_secure_boot():
     ("/var/lib/gdrcopy-ansible/mok/mok.der is blocked in MokListX\n", "blocked"),
     ("Failed to open /nowhere.der\n", "unknown"),
 ])
+@pytest.mark.fault(11)
 def test_mokutil_test_key_reads_the_text(text, state):
     assert P.parse_mokutil_test_key(text) == state
 

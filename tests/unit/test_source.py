@@ -50,6 +50,7 @@ def test_a_pinned_tarball_is_cached_and_a_rerun_changes_nothing(tmp_path):
     assert rc == 0 and re.search(r"localhost\s+: ok=\d+\s+changed=0 ", out), out
 
 
+@pytest.mark.fault(2)
 def test_a_checksum_mismatch_stops_with_what_to_do(tmp_path):
     tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
     tarball.parent.mkdir()
@@ -61,6 +62,7 @@ def test_a_checksum_mismatch_stops_with_what_to_do(tmp_path):
     assert not (tmp_path / "cache" / "gdrcopy-2.6.tar.gz").exists(), "a file that failed its checksum must not stay"
 
 
+@pytest.mark.fault(2)
 def test_a_corrupt_cached_tarball_is_fetched_again(tmp_path):
     tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
     tarball.parent.mkdir()
@@ -73,6 +75,7 @@ def test_a_corrupt_cached_tarball_is_fetched_again(tmp_path):
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == sha
 
 
+@pytest.mark.fault(1)
 def test_an_unknown_release_is_refused_before_any_download(tmp_path):
     rc, out, _ = run(tmp_path, gdrcopy_version="2.9")
     assert rc != 0
