@@ -1,6 +1,6 @@
 """The repository ships every file its roles and playbooks name.
 
-A `.gitignore` pattern once hid roles/gdrcopy/templates/ld.so.conf.j2 (`*.so.*`): the working tree had it, every
+A `.gitignore` pattern once hid the template of /etc/ld.so.conf.d/gdrcopy.conf, then named ld.so.conf.j2 (`*.so.*`): the working tree had it, every
 clone lacked it, and only a full CI run found out. These tests catch that class of mistake in seconds: on a clone,
 a role's template/copy/script source that the repository lacks; in a working tree, a file under the project's own
 folders that git would silently leave out.
@@ -56,7 +56,7 @@ SOURCES = list(_static_sources())
 def test_roles_name_static_sources():
     """The scan itself finds the role files it guards (a scan that finds nothing would guard nothing)."""
     names = {path.name for _, path in SOURCES}
-    assert {"ld.so.conf.j2", "gdrcopy.service.j2", "gdrcopy-build", "mok-sign"} <= names
+    assert {"gdrcopy-ld.conf.j2", "gdrcopy.service.j2", "gdrcopy-build", "mok-sign"} <= names
 
 
 @pytest.mark.parametrize("task_file,path", SOURCES, ids=[str(p.relative_to(REPO)) for _, p in SOURCES])
