@@ -1,7 +1,7 @@
 """The repository ships every file its roles and playbooks name.
 
-A `.gitignore` pattern once hid the template of /etc/ld.so.conf.d/gdrcopy.conf, then named ld.so.conf.j2 (`*.so.*`): the working tree had it, every
-clone lacked it, and only a full CI run found out. These tests catch that class of mistake in seconds: on a clone,
+A `.gitignore` pattern once hid the template of /etc/ld.so.conf.d/gdrcopy.conf, then named ld.so.conf.j2 (`*.so.*`):
+the working tree had it, every clone lacked it, and only a full CI run found out. These tests catch that class of mistake in seconds: on a clone,
 a role's template/copy/script source that the repository lacks; in a working tree, a file under the project's own
 folders that git would silently leave out.
 """
