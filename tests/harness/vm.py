@@ -123,11 +123,12 @@ CHROOT_MOUNTS = [("proc", ["-t", "proc", "proc"]), ("sys", ["-t", "sysfs", "sysf
                  ("dev/pts", ["-t", "devpts", "devpts"]), ("etc/resolv.conf", ["--bind", "/etc/resolv.conf"])]
 
 
-def mounts_under(tree: Path) -> list[str]:
-    """Mount points at or below tree, deepest first (from /proc/self/mountinfo)."""
+def mounts_under(tree: Path, mountinfo: str | None = None) -> list[str]:
+    """Mount points at or below tree, deepest first (from /proc/self/mountinfo, or that file's text)."""
     prefix = str(tree.resolve())
     points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+    text = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
+    for line in text.splitlines():
         point = line.split()[4].replace("\\040", " ")
         if point == prefix or point.startswith(prefix + "/"):
             points.append(point)

@@ -1,0 +1,44 @@
+"""tests/harness/vm.py's pure parts: which mounts belong to an image root (so `unroot` unmounts exactly those,
+deepest first, and never deletes a tree with the build host's /dev still mounted in it), and the image key."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+
+
+def load_vm():
+    spec = importlib.util.spec_from_file_location("vm_harness", HARNESS / "vm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+vm = load_vm()
+
+
+def test_the_mounts_of_an_image_root_deepest_first():
+    """The controller's mountinfo captured while `vm.py root` had /tmp/imgtest/root mounted."""
+    text = (CAPTURES / "mountinfo-controller.txt").read_text()
+    points = vm.mounts_under(Path("/tmp/imgtest/root"), text)
+    assert set(points) == {f"/tmp/imgtest/root/{p}" for p in ("proc", "sys", "dev", "dev/pts", "etc/resolv.conf")}
+    assert points.index("/tmp/imgtest/root/dev/pts") < points.index("/tmp/imgtest/root/dev")
+    assert vm.mounts_under(Path("/tmp/imgtest"), text) == points  # a parent sees them too
+    assert vm.mounts_under(Path("/tmp/imgtest/roo"), text) == []  # a prefix of a name is not a parent
+
+
+def test_a_tree_with_mounts_is_never_made_into_a_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(vm, "mounts_under", lambda tree: [str(tree / "dev")])
+    with pytest.raises(SystemExit, match="still has mounts in it"):
+        vm.make_disk(tmp_path, tmp_path / "disk.img", "1G")
+    assert not (tmp_path / "disk.img").exists()
+
+
+def test_the_image_key_follows_the_build_script_and_its_inputs():
+    inputs = vm.image_inputs()
+    key = vm.image_key(inputs)
+    assert key == vm.image_key(dict(inputs)) and len(key) == 16
+    assert vm.image_key(dict(inputs, EXTRA_PACKAGES="vim")) != key
