@@ -8,7 +8,8 @@
 # manifest.json and build.log. Everything comes from Debian's archive through debootstrap's and apt's
 # default mirror; nothing is downloaded from anywhere else. Test-only: the roles never use this.
 #
-# Inputs (environment): SUITE (bookworm), IMAGE_SIZE (8G), EXTRA_PACKAGES ("").
+# Inputs (environment): SUITE (bookworm), IMAGE_SIZE (8G), EXTRA_PACKAGES (""), STANDINS_DIR (tests/standins, to
+# build the test-only stand-in modules into the image; unset: none).
 set -euo pipefail
 
 out=${1:?usage: build-image.sh OUTDIR}
@@ -89,6 +90,26 @@ log "unpack nvidia-kernel-dkms source"
 in_root sh -c 'cd /tmp && apt-get download -qq nvidia-kernel-dkms && dpkg-deb -x nvidia-kernel-dkms_*.deb / && rm -f nvidia-kernel-dkms_*.deb'
 nvsrc=$(cd "$root/usr/src" && ls -d nvidia-current-[0-9]* | head -1)
 nvver=${nvsrc#nvidia-current-}
+
+# The test-only stand-ins for nvidia and nvidia-peermem (and the legacy nv_peer_mem), built here at native speed
+# for every kernel and laid out exactly as tests/harness/standins.yml leaves them, so that the scenarios' prepare
+# finds them built and skips the compiles (minutes under TCG). STANDINS_DIR: tests/standins (vm.py sets it).
+if [ -n "${STANDINS_DIR:-}" ]; then
+  log "build the test-only stand-ins for every kernel"
+  st=/usr/local/src/gdrcopy-test-standins
+  mkdir -p "$root$st/src"
+  cp -a "$STANDINS_DIR"/. "$root$st/src/"
+  for d in "$root"/lib/modules/*/; do
+    k=$(basename "$d")
+    [ -e "$d/build/Makefile" ] || continue
+    cp -a "$root$st/src" "$root$st/$k"
+    in_root make -C "$st/$k" -j"$(nproc)" KVER="$k" NVIDIA_SRC_DIR="/usr/src/$nvsrc/nvidia" >>"$out/build.log" 2>&1 \
+      || { tail -30 "$out/build.log" >&2; exit 1; }
+    mkdir -p "$root/lib/modules/$k/extra/gdrcopy-test-standins"
+    install -m 0644 "$root$st/$k/nvidia.ko" "$root$st/$k/nvidia-peermem.ko" "$root/lib/modules/$k/extra/gdrcopy-test-standins/"
+    in_root depmod "$k"
+  done
+fi
 
 # The Secure Boot chain for the secureboot scenario (vm.py --firmware secureboot puts these on the ESP): Debian's
 # signed shim, MokManager and grub, as files only (their packages' scripts would run grub-install).

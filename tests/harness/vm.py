@@ -48,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD_SCRIPT = HERE / "build-image.sh"
+STANDINS = HERE.parent / "standins"  # test-only stand-in modules, built into the image (build-image.sh)
 IMAGE_INPUTS = {"SUITE": "bookworm", "IMAGE_SIZE": "8G", "EXTRA_PACKAGES": ""}
 BOOT_TIMEOUT = int(os.environ.get("GDRCOPY_VM_BOOT_TIMEOUT", "420"))
 OVMF = Path("/usr/share/OVMF")
@@ -81,9 +82,12 @@ def image_inputs() -> dict[str, str]:
 
 
 def image_key(inputs: dict[str, str]) -> str:
-    """Hash of everything that decides the image's content: the build script and its inputs."""
+    """Hash of everything that decides the image's content: the build script, its inputs and the stand-ins'
+    sources it builds into the image."""
     h = hashlib.sha256(BUILD_SCRIPT.read_bytes())
     h.update(json.dumps(inputs, sort_keys=True).encode())
+    for path in sorted(p for p in STANDINS.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(STANDINS)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -104,7 +108,7 @@ def ensure_image() -> Path:
         out.mkdir()
         log(f"building image {out.name} (debootstrap {inputs['SUITE']}; takes a few minutes)")
         start = time.monotonic()
-        env = dict(os.environ, **inputs)
+        env = dict(os.environ, **inputs, STANDINS_DIR=str(STANDINS))
         script = out / BUILD_SCRIPT.name  # run a copy: editing the original mid-build must not derail bash
         shutil.copyfile(BUILD_SCRIPT, script)
         # stdout is the JSON callers parse (`vm.py up`): the build talks on stderr only.
