@@ -2,8 +2,6 @@
 gdrcopy-build helper from a small tarball whose Makefile writes a module, with the stamp the role would write,
 signed by a command and installed; only depmod is answered by the test (the kernel is not real)."""
 
-import importlib.machinery
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,19 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 FILES = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy" / "files"
 KERNEL = "6.1.0-99-amd64"
 
 
-def load_hook():
-    loader = importlib.machinery.SourceFileLoader("gdrcopy_kernel_hook", str(FILES / "gdrcopy-kernel-hook"))
-    spec = importlib.util.spec_from_loader("gdrcopy_kernel_hook", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-hook = load_hook()
+hook = load_script(FILES / "gdrcopy-kernel-hook", "gdrcopy_kernel_hook")
 
 
 @pytest.fixture

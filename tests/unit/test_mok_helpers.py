@@ -5,8 +5,6 @@ secureboot)."""
 from __future__ import annotations
 
 import datetime
-import importlib.machinery
-import importlib.util
 import json
 import os
 import struct
@@ -15,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 FILES = Path(__file__).resolve().parents[2] / "roles" / "mok_signing" / "files"
 MAGIC = b"~Module signature appended~\n"
 
 
-def load_mok_sign():
-    loader = importlib.machinery.SourceFileLoader("mok_sign", str(FILES / "mok-sign"))
-    spec = importlib.util.spec_from_loader("mok_sign", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-mok_sign = load_mok_sign()
+mok_sign = load_script(FILES / "mok-sign", "mok_sign")
 
 
 def signed(body: bytes, sig: bytes) -> bytes:

@@ -1,23 +1,17 @@
 """tests/harness/vm.py's pure parts: which mounts belong to an image root (so `unroot` unmounts exactly those,
 deepest first, and never deletes a tree with the build host's /dev still mounted in it), and the image key."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 
 
-def load_vm():
-    spec = importlib.util.spec_from_file_location("vm_harness", HARNESS / "vm.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-vm = load_vm()
+vm = load_script(HARNESS / "vm.py", "vm_harness")
 
 
 def test_the_mounts_of_an_image_root_deepest_first():
