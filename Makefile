@@ -12,7 +12,7 @@ SCENARIO ?= default
 SCENARIOS ?= default secureboot
 SCENARIOS_ALL := default secureboot image
 
-.PHONY: help setup test test-all lint unit molecule demo demo-down timings clean
+.PHONY: help setup test test-all lint unit molecule demo demo-down timings clean bench-fleet bench-noop
 
 help:
 	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
@@ -50,6 +50,13 @@ unit: setup
 
 molecule: setup
 	molecule test -s $(SCENARIO)
+
+## Benchmarks (not CI): ratios measured in one run, printed and saved under benchmarks/results/.
+bench-fleet: setup
+	python3 benchmarks/fleet.py $(BENCH_ARGS)
+
+bench-noop: setup
+	python3 benchmarks/noop.py $(BENCH_ARGS)
 
 ## The main job against a throwaway VM.
 demo: setup

@@ -72,3 +72,43 @@ def test_leftovers_of_a_killed_build_are_cleared_by_the_next(tmp_path):
 def test_bad_arguments_are_refused(args):
     r = subprocess.run([str(HELPER), *args], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def from_built(built_tar, out, stamp, log=None):
+    argv = [str(HELPER), "--from", str(built_tar), "--dir", str(out), "--stamp", json.dumps(stamp)]
+    if log:
+        argv += ["--log", str(log)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def pack(directory, tar_path):
+    subprocess.run(["tar", "-czf", str(tar_path), "-C", str(directory), "."], check=True)
+    return tar_path
+
+
+def test_a_build_from_another_host_is_unpacked_whole_without_compiling(tmp_path):
+    """Fleet builds: one host compiles, the others take its build dir (packed on the controller)."""
+    builder, log = tmp_path / "builder" / "k1", tmp_path / "builds.log"
+    stamp = {"component": "driver", "kernel": "k1"}
+    assert build(tarball(tmp_path, GOOD), builder, stamp, "make", "driver", artifact="src/gdrdrv/gdrdrv.ko",
+                 log=log).returncode == 0
+    other = tmp_path / "other" / "k1"
+    r = from_built(pack(builder, tmp_path / "k1.tar.gz"), other, stamp, log=log)
+    assert r.returncode == 0, r.stderr
+    assert (other / "gdrdrv.ko").read_bytes() == (builder / "gdrdrv.ko").read_bytes()
+    assert json.loads((other / ".gdrcopy-stamp.json").read_text()) == stamp
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and " built " in lines[0] and f" unpacked {other} from " in lines[1]
+
+
+def test_a_build_of_other_inputs_is_refused_and_the_old_one_stays(tmp_path):
+    builder = tmp_path / "builder" / "k1"
+    assert build(tarball(tmp_path, GOOD), builder, {"kernel": "k1"}, "make", "driver",
+                 artifact="src/gdrdrv/gdrdrv.ko").returncode == 0
+    other = tmp_path / "other" / "k2"
+    other.mkdir(parents=True)
+    (other / "gdrdrv.ko").write_text("previous")
+    r = from_built(pack(builder, tmp_path / "k1.tar.gz"), other, {"kernel": "k2"})
+    assert r.returncode != 0 and "made from other inputs" in r.stderr
+    assert (other / "gdrdrv.ko").read_text() == "previous"
+    assert not Path(str(other) + ".new").exists()

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Fleet benchmark: N image targets converged by site.yml with per-host builds, then with build-once fleet builds.
+
+    python3 benchmarks/fleet.py [--hosts 16] [--tarball gdrcopy-2.6.tar.gz] [--out benchmarks/results]
+
+The targets are chroots on this machine (Ansible's community.general.chroot connection, image mode): hard-linked
+copies (`cp -al`) of one root, the harness image's (tests/harness/vm.py root), prepared once with the test-only
+NVIDIA stand-ins. Half of them keep only the image's default kernel and half only its other kernel: two kernel
+sets. Each mode starts from fresh copies. Measured in one run and printed as ratios:
+
+  compiles  lines of builds.log that say "built" (a compile), summed over all targets; "unpacked" (fleet mode:
+            taken from the controller) is counted apart
+  wall      seconds of the site.yml run
+
+Goal (issue 7): fleet mode compiles once per distinct build (1 library + 2 kernels) and takes <= 0.3x the wall
+time of per-host builds. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VM_PY = REPO / "tests" / "harness" / "vm.py"
+WORK = REPO / ".cache" / "bench" / "fleet"
+
+
+def log(msg):
+    print(f"[fleet {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def vm(*args):
+    return subprocess.run([sys.executable, str(VM_PY), *args], check=True, capture_output=True, text=True).stdout
+
+
+def playbook(inventory, playbook_path, extra, logfile):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_FORKS="16")
+    start = time.monotonic()
+    with open(logfile, "w") as out:
+        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                            str(playbook_path), "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out,
+                           stderr=subprocess.STDOUT)
+    wall = time.monotonic() - start
+    if r.returncode != 0:
+        sys.exit(f"{playbook_path.name} failed (rc {r.returncode}): see {logfile}")
+    return wall
+
+
+def write_inventory(path, roots, group_vars):
+    lines = ["[targets]"] + [f"{r.parent.name} ansible_host={r} ansible_connection=community.general.chroot"
+                             for r in roots]
+    lines += ["", "[targets:vars]"] + [f"{k}={json.dumps(v)}" for k, v in group_vars.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def prepare_base(extra):
+    """The harness image's root, with the stand-ins built for both kernels (once), unmounted."""
+    base = WORK / "base"
+    if not (base / "prepared").exists():
+        root = Path(json.loads(vm("root", "--state", str(base)))["root"])
+        inv = WORK / "base.ini"
+        write_inventory(inv, [root], {})
+        playbook(inv, REPO / "tests" / "harness" / "standins.yml", extra, WORK / "base-standins.log")
+        (base / "prepared").write_text("")
+    vm("unroot", "--state", str(base))
+    return base / "root"
+
+
+def kernels_of(root):
+    return sorted(p.name.removeprefix("vmlinuz-") for p in (root / "boot").glob("vmlinuz-*"))
+
+
+def make_targets(base_root, n, mode):
+    """n hard-linked copies; the first half keeps only the first kernel, the second half only the second."""
+    kernels = kernels_of(base_root)
+    roots = []
+    for i in range(n):
+        state = WORK / mode / f"target{i:02d}"
+        shutil.rmtree(state, ignore_errors=True)
+        state.mkdir(parents=True)
+        subprocess.run(["cp", "-al", str(base_root), str(state / "root")], check=True)
+        drop = kernels[1] if i < n // 2 else kernels[0]
+        for path in [state / "root" / "lib" / "modules" / drop, state / "root" / "boot" / f"vmlinuz-{drop}",
+                     state / "root" / "boot" / f"initrd.img-{drop}"]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        vm("root", "--state", str(state))
+        roots.append(state / "root")
+    return roots
+
+
+def count(roots):
+    built = unpacked = 0
+    for root in roots:
+        text = (root / "var/lib/gdrcopy-ansible/build/builds.log").read_text() if (
+            root / "var/lib/gdrcopy-ansible/build/builds.log").exists() else ""
+        built += len(re.findall(r" built ", text))
+        unpacked += len(re.findall(r" unpacked ", text))
+    return built, unpacked
+
+
+def remove_targets(mode):
+    for state in sorted((WORK / mode).glob("target*")):
+        vm("unroot", "--remove", "--state", str(state))
+    shutil.rmtree(WORK / mode, ignore_errors=True)
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, default=16)
+    p.add_argument("--tarball", type=Path, help="a real gdrcopy release tarball (default: the test fixture)")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    a = p.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("the fleet benchmark needs root (chroot targets, mounts)")
+    WORK.mkdir(parents=True, exist_ok=True)
+    pack = [sys.executable, str(REPO / "tests" / "harness" / "pack_source.py"), "--out", str(WORK / "source")]
+    env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(a.tarball.resolve())} if a.tarball else {}))
+    subprocess.run(pack, check=True, env=env, stdout=subprocess.DEVNULL)
+    source = json.loads((WORK / "source" / "source.json").read_text())
+    extra = {"ansible_python_interpreter": "auto_silent", "gdrcopy_version": source["version"],
+             "gdrcopy_source_url": source["url"], "gdrcopy_source_sha256": source["sha256"],
+             "gdrcopy_cache_dir": str(WORK / "cache"), "nvidia_peermem_state": "present",
+             "gdrcopy_report_dir": str(WORK / "reports")}
+    base_root = prepare_base(extra)
+    results = {"hosts": a.hosts, "source": source, "kernels": kernels_of(base_root),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "cores": os.cpu_count()}
+    for mode, artifacts in (("per-host", ""), ("fleet", str(WORK / "artifacts"))):
+        shutil.rmtree(WORK / "artifacts", ignore_errors=True)
+        roots = make_targets(base_root, a.hosts, mode)
+        inv = WORK / f"{mode}.ini"
+        write_inventory(inv, roots, {})
+        log(f"{mode}: site.yml on {len(roots)} targets")
+        try:
+            wall = playbook(inv, REPO / "site.yml", dict(extra, gdrcopy_artifact_dir=artifacts), WORK / f"{mode}.log")
+            built, unpacked = count(roots)
+        finally:
+            remove_targets(mode)
+        results[mode] = {"wall_s": round(wall, 1), "compiles": built, "unpacked": unpacked}
+        log(f"{mode}: {wall:.0f}s, {built} compiles, {unpacked} unpacked")
+    results["ratio_wall"] = round(results["fleet"]["wall_s"] / results["per-host"]["wall_s"], 2)
+    results["ratio_compiles"] = round(results["fleet"]["compiles"] / max(1, results["per-host"]["compiles"]), 2)
+    a.out.mkdir(parents=True, exist_ok=True)
+    out = a.out / f"fleet-{results['date'][:10]}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"fleet benchmark, {a.hosts} image targets, 2 kernel sets, source {source['version']} ({source['kind']}):")
+    print(f"  per-host builds: {results['per-host']['wall_s']:.0f}s, {results['per-host']['compiles']} compiles")
+    print(f"  fleet builds:    {results['fleet']['wall_s']:.0f}s, {results['fleet']['compiles']} compiles, "
+          f"{results['fleet']['unpacked']} taken from the controller")
+    print(f"  wall ratio {results['ratio_wall']} (goal <= 0.3), compiles ratio {results['ratio_compiles']}")
+    print(f"  saved to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
