@@ -57,6 +57,8 @@ def playbook(inventory, playbook_path, extra, logfile):
 def write_inventory(path, roots, group_vars):
     lines = ["[targets]"] + [f"{r.parent.name} ansible_host={r} ansible_connection=community.general.chroot"
                              for r in roots]
+    # The targets' own Python; delegated tasks keep the controller's (an extra var would override both).
+    group_vars = dict({"ansible_python_interpreter": "auto_silent"}, **group_vars)
     lines += ["", "[targets:vars]"] + [f"{k}={json.dumps(v)}" for k, v in group_vars.items()]
     path.write_text("\n".join(lines) + "\n")
 
@@ -128,7 +130,7 @@ def main(argv):
     env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(a.tarball.resolve())} if a.tarball else {}))
     subprocess.run(pack, check=True, env=env, stdout=subprocess.DEVNULL)
     source = json.loads((WORK / "source" / "source.json").read_text())
-    extra = {"ansible_python_interpreter": "auto_silent", "gdrcopy_version": source["version"],
+    extra = {"gdrcopy_version": source["version"],
              "gdrcopy_source_url": source["url"], "gdrcopy_source_sha256": source["sha256"],
              "gdrcopy_cache_dir": str(WORK / "cache"), "nvidia_peermem_state": "present",
              "gdrcopy_report_dir": str(WORK / "reports")}

@@ -36,3 +36,34 @@ def test_the_image_key_follows_the_build_script_and_its_inputs():
     key = vm.image_key(inputs)
     assert key == vm.image_key(dict(inputs)) and len(key) == 16
     assert vm.image_key(dict(inputs, EXTRA_PACKAGES="vim")) != key
+
+
+def test_the_cut_proxy_relays_the_first_connections_then_refuses(tmp_path):
+    """tests/harness/cut_proxy.py (fault case 9): a real relay to a local echo server, then the cut."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def echo():
+        for _ in range(2):
+            conn, _ = server.accept()
+            with conn:
+                while data := conn.recv(4096):
+                    conn.sendall(data.upper())
+
+    threading.Thread(target=echo, daemon=True).start()
+    count = tmp_path / "count"
+    argv = [sys.executable, str(HARNESS / "cut_proxy.py"), "--count", str(count), "--allow", "2", "127.0.0.1",
+            str(port)]
+    for _ in range(2):
+        r = subprocess.run(argv, input=b"ssh-2.0 hello", capture_output=True, timeout=20)
+        assert (r.returncode, r.stdout) == (0, b"SSH-2.0 HELLO")
+    r = subprocess.run(argv, input=b"again", capture_output=True, timeout=20)
+    assert r.returncode == 255 and r.stdout == b""
+    assert b"connection 3 refused" in r.stderr
+    assert count.read_text() == "3\n"
+    server.close()
