@@ -108,7 +108,10 @@ def ensure_image() -> Path:
         out.mkdir()
         log(f"building image {out.name} (debootstrap {inputs['SUITE']}; takes a few minutes)")
         start = time.monotonic()
-        env = dict(os.environ, **inputs, STANDINS_DIR=str(STANDINS))
+        # A make above us (make test) must not reach the image's own makes: `make -n` or a jobserver in MAKEFLAGS
+        # would turn the stand-ins' kbuild into a dry run or a wait on file descriptors the chroot lacks.
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+        env.update(inputs, STANDINS_DIR=str(STANDINS))
         script = out / BUILD_SCRIPT.name  # run a copy: editing the original mid-build must not derail bash
         shutil.copyfile(BUILD_SCRIPT, script)
         # stdout is the JSON callers parse (`vm.py up`): the build talks on stderr only.

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Host benchmark: one VM's runs of site.yml against raw work and a bare Ansible play, on real kernels under QEMU.
+
+    python3 benchmarks/host.py [--runs 2] [--tarball gdrcopy-2.6.tar.gz] [--out benchmarks/results]
+
+Three measurements, each a ratio or a count taken in this one run (issue 7), printed and saved as JSON:
+
+  first converge   a fresh VM (tests/harness/vm.py, the harness image with the test-only stand-ins) runs the raw
+                   work by hand over SSH: the role's build packages and both kernels' headers with apt-get, then
+                   `make lib` and `make driver KVER=<k> NVIDIA_SRC_DIR=<dir>` per kernel from the same tarball, each
+                   kernel in its own tree. A second fresh VM runs site.yml. Ratio: site.yml / raw (goal <= 1.3).
+  no-op rerun      on the converged VM, --runs times each, alternating: site.yml (must report changed=0 and add no
+                   line to builds.log) and a play that only gathers facts. Ratio of the medians (goal <= 1.5).
+  kernel upgrade   a third kernel of the same series and its headers from the archive (no kernel hook), the
+                   stand-ins for it, then site.yml: the compiles it adds (goal: exactly one, gdrdrv for that kernel).
+
+Not run by CI: `make bench-host`. Needs root (QEMU, the image build).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VM_PY = REPO / "tests" / "harness" / "vm.py"
+WORK = REPO / ".cache" / "bench" / "host"
+FACTS_PLAY = """- name: Gather facts only
+  hosts: all
+  gather_facts: true
+  tasks: []
+"""
+# The raw work by hand: what the gdrcopy role's packages and build steps do, without Ansible. $1: the tarball.
+RAW = r"""set -euo pipefail
+kernels=$(ls /lib/modules)
+apt-get install -y -qq build-essential kmod make tar gzip python3 $(printf 'linux-headers-%s ' $kernels) >/dev/null
+nvsrc=$(dirname "$(find /usr/src -name nv-p2p.h | sort | head -1)")
+rm -rf /var/tmp/raw && mkdir -p /var/tmp/raw/lib
+tar -xzf "$1" -C /var/tmp/raw/lib --strip-components=1
+make -C /var/tmp/raw/lib -j"$(nproc)" lib >/dev/null
+for k in $kernels; do
+  mkdir -p "/var/tmp/raw/$k" && tar -xzf "$1" -C "/var/tmp/raw/$k" --strip-components=1
+  make -C "/var/tmp/raw/$k" -j"$(nproc)" driver KVER="$k" NVIDIA_SRC_DIR="$nvsrc" >/dev/null
+  test -f "/var/tmp/raw/$k/src/gdrdrv/gdrdrv.ko"
+done
+echo "raw: lib and gdrdrv for $(echo $kernels | wc -w) kernels"
+"""
+# A third kernel of the running series from the archive, with its headers (as the image scenario finds it).
+THIRD_KERNEL = r"""set -euo pipefail
+apt-get update -qq >/dev/null
+series=$(uname -r | cut -d- -f1)
+k=$(apt-cache pkgnames "linux-headers-$series-" | grep -E "^linux-headers-$series-[0-9]+-(cloud-)?amd64$" \
+    | sed 's/^linux-headers-//' | while read -r k; do [ -e "/lib/modules/$k" ] || echo "$k"; done \
+    | sort -t- -k2,2n | tail -1)
+apt-get install -y -qq --no-install-recommends "linux-image-$k" "linux-headers-$k" >/dev/null
+echo "$k"
+"""
+
+
+def log(msg):
+    print(f"[host {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class VM:
+    def __init__(self, name):
+        self.state = WORK / name
+        self.info = None
+
+    def up(self):
+        out = subprocess.run([sys.executable, str(VM_PY), "up", "--state", str(self.state)], check=True,
+                             capture_output=True, text=True).stdout
+        self.info = json.loads(out.splitlines()[-1])
+        return self
+
+    def down(self):
+        subprocess.run([sys.executable, str(VM_PY), "down", "--state", str(self.state)], check=False,
+                       capture_output=True)
+
+    def ssh(self, *cmd, stdin=None):
+        i = self.info
+        argv = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={i['known_hosts']}", "-o", "IdentitiesOnly=yes", "-i", i["identity_file"],
+                "-p", str(i["port"]), f"{i['user']}@{i['address']}", "--", *cmd]
+        r = subprocess.run(argv, input=stdin, capture_output=True, timeout=3600)
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed in the VM (rc {r.returncode}): {r.stderr.decode()[-2000:]}")
+        return r.stdout.decode()
+
+    def inventory(self, path):
+        i = self.info
+        path.write_text(
+            f"vm ansible_host={i['address']} ansible_port={i['port']} ansible_user={i['user']} "
+            f"ansible_ssh_private_key_file={i['identity_file']} "
+            f"ansible_ssh_common_args='-o UserKnownHostsFile={i['known_hosts']} -o IdentitiesOnly=yes'\n")
+        return path
+
+    def builds(self):
+        return self.ssh("cat", "/var/lib/gdrcopy-ansible/build/builds.log").splitlines()
+
+
+def run_playbook(inventory, playbook, extra, logfile):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    start = time.monotonic()
+    with open(logfile, "w") as out:
+        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook),
+                            "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - start
+    if r.returncode != 0:
+        sys.exit(f"{playbook} failed (rc {r.returncode}): see {logfile}")
+    return wall, Path(logfile).read_text()
+
+
+def changed_tasks(out):
+    """The tasks that reported a change in a playbook's output, by name."""
+    names = []
+    for section in out.split("\nTASK [")[1:]:
+        if re.search(r"^changed: \[", section, re.M):
+            names.append(section.split("]", 1)[0])
+    return names
+
+
+# Written on every run by design (the report is this run's; molecule's idempotence check skips it too).
+EVERY_RUN = {"Write the fleet report on the controller"}
+
+
+def timed(fn, *args):
+    start = time.monotonic()
+    result = fn(*args)
+    return time.monotonic() - start, result
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--tarball", type=Path, help="a real gdrcopy release tarball (default: the test fixture)")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    a = p.parse_args(argv)
+    WORK.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(a.tarball.resolve())} if a.tarball else {}))
+    subprocess.run([sys.executable, str(REPO / "tests" / "harness" / "pack_source.py"), "--out", str(WORK / "source")],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    source = json.loads((WORK / "source" / "source.json").read_text())
+    tarball = Path(source["url"].removeprefix("file://")).read_bytes()
+    extra = {"gdrcopy_version": source["version"], "gdrcopy_source_url": source["url"],
+             "gdrcopy_source_sha256": source["sha256"], "gdrcopy_cache_dir": str(WORK / "cache"),
+             "nvidia_peermem_state": "present", "gdrcopy_report_dir": str(WORK / "reports")}
+    results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "source": source, "cores": os.cpu_count()}
+
+    log("first converge: the raw work by hand on a fresh VM")
+    raw_vm = VM("raw").up()
+    try:
+        raw_s, _ = timed(lambda: (raw_vm.ssh("sh", "-c", "cat > /var/tmp/gdrcopy.tar.gz", stdin=tarball),
+                                  raw_vm.ssh("bash", "-c", RAW, "raw", "/var/tmp/gdrcopy.tar.gz")))
+    finally:
+        raw_vm.down()
+
+    log("first converge: site.yml on a second fresh VM")
+    vm = VM("vm").up()
+    try:
+        inv = vm.inventory(WORK / "inventory.ini")
+        facts = WORK / "facts.yml"
+        facts.write_text(FACTS_PLAY)
+        site_s, _ = run_playbook(inv, REPO / "site.yml", extra, WORK / "converge.log")
+        results["first_converge"] = {"raw_s": round(raw_s, 1), "site_s": round(site_s, 1),
+                                     "ratio": round(site_s / raw_s, 2), "goal": 1.3}
+        log(f"first converge: raw {raw_s:.0f}s, site.yml {site_s:.0f}s")
+
+        before = len(vm.builds())
+        site, bare = [], []
+        for i in range(a.runs):
+            wall, out = run_playbook(inv, REPO / "site.yml", extra, WORK / f"rerun-{i}.log")
+            changed = [t for t in changed_tasks(out) if t.split(" : ")[-1] not in EVERY_RUN]
+            if changed:
+                sys.exit(f"the rerun changed {changed}: see {WORK / f'rerun-{i}.log'}")
+            site.append(wall)
+            bare.append(run_playbook(inv, facts, {}, WORK / f"facts-{i}.log")[0])
+        results["noop_rerun"] = {"site_s": [round(x, 1) for x in site], "gather_facts_s": [round(x, 1) for x in bare],
+                                 "compiles": len(vm.builds()) - before,
+                                 "ratio": round(statistics.median(site) / statistics.median(bare), 2), "goal": 1.5}
+        log(f"no-op rerun: site.yml {site}, gather facts {bare}")
+
+        third = vm.ssh("bash", "-c", THIRD_KERNEL).strip().splitlines()[-1]
+        log(f"kernel upgrade: installed {third}; the stand-ins for it, then site.yml")
+        run_playbook(inv, REPO / "tests" / "harness" / "standins.yml", {}, WORK / "standins.log")
+        before = vm.builds()
+        upgrade_s, _ = run_playbook(inv, REPO / "site.yml", extra, WORK / "upgrade.log")
+        added = vm.builds()[len(before):]
+        results["kernel_upgrade"] = {"kernel": third, "site_s": round(upgrade_s, 1), "compiles": len(added),
+                                     "compiled": added, "only_the_new_kernel": len(added) == 1
+                                     and f"KVER={third} " in added[0]}
+    finally:
+        vm.down()
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    out = a.out / f"host-{results['date'][:10]}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    fc, nr, ku = results["first_converge"], results["noop_rerun"], results["kernel_upgrade"]
+    print(f"host benchmark, one VM under QEMU ({'KVM' if os.environ.get('GDRCOPY_VM_ACCEL') == 'kvm' else 'TCG'}), "
+          f"source {source['version']} ({source['kind']}):")
+    print(f"  first converge: site.yml {fc['site_s']:.0f}s vs raw apt-get + make {fc['raw_s']:.0f}s: "
+          f"ratio {fc['ratio']} (goal <= 1.3)")
+    print(f"  no-op rerun: site.yml median {statistics.median(nr['site_s']):.1f}s vs gather facts "
+          f"{statistics.median(nr['gather_facts_s']):.1f}s: ratio {nr['ratio']} (goal <= 1.5), {nr['compiles']} compiles")
+    print(f"  kernel upgrade to {ku['kernel']}: site.yml {ku['site_s']:.0f}s, {ku['compiles']} compile(s), only the "
+          f"new kernel: {ku['only_the_new_kernel']}")
+    print(f"  saved to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
