@@ -13,11 +13,13 @@ sets. Each mode starts from fresh copies. Measured in one run and printed as rat
   wall      seconds of the site.yml run
 
 Goal (issue 7): fleet mode compiles once per distinct build (1 library + 2 kernels) and takes <= 0.3x the wall
-time of per-host builds. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
+time of per-host builds. Last, the library's entry in the controller cache is truncated and two fresh targets run
+in fleet mode: the entry must be found corrupt, compiled once again and checksummed anew. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
 """
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -151,6 +153,25 @@ def main(argv):
             remove_targets(mode)
         results[mode] = {"wall_s": round(wall, 1), "compiles": built, "unpacked": unpacked}
         log(f"{mode}: {wall:.0f}s, {built} compiles, {unpacked} unpacked")
+    # A corrupt cache entry: truncate the library's tarball on the controller; two fresh targets (one per kernel
+    # set) in fleet mode must find its checksum wrong, delete it, compile the library once and take the rest.
+    lib = next((WORK / "artifacts").glob("*/lib-*.tar.gz"))
+    lib.write_bytes(lib.read_bytes()[:1000])
+    roots = make_targets(base_root, 2, "corrupt")
+    inv = WORK / "corrupt.ini"
+    write_inventory(inv, roots, {})
+    log("corrupt: site.yml on 2 targets with the library's cache entry truncated")
+    try:
+        playbook(inv, REPO / "site.yml", dict(extra, gdrcopy_artifact_dir=str(WORK / "artifacts")),
+                 WORK / "corrupt.log")
+        built, unpacked = count(roots)
+    finally:
+        remove_targets("corrupt")
+    recorded = (lib.parent / (lib.name + ".sha256")).read_text().split()[0]
+    results["corrupt_entry"] = {"compiles": built, "unpacked": unpacked,
+                                "rebuilt": built == 1 and hashlib.sha256(lib.read_bytes()).hexdigest() == recorded}
+    log(f"corrupt: {built} compiles, {unpacked} unpacked, entry rebuilt and checksummed: "
+        f"{results['corrupt_entry']['rebuilt']}")
     results["ratio_wall"] = round(results["fleet"]["wall_s"] / results["per-host"]["wall_s"], 2)
     results["ratio_compiles"] = round(results["fleet"]["compiles"] / max(1, results["per-host"]["compiles"]), 2)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -161,6 +182,8 @@ def main(argv):
     print(f"  fleet builds:    {results['fleet']['wall_s']:.0f}s, {results['fleet']['compiles']} compiles, "
           f"{results['fleet']['unpacked']} taken from the controller")
     print(f"  wall ratio {results['ratio_wall']} (goal <= 0.3), compiles ratio {results['ratio_compiles']}")
+    print(f"  a truncated cache entry: {results['corrupt_entry']['compiles']} compile, rebuilt and checksummed again: "
+          f"{results['corrupt_entry']['rebuilt']}")
     print(f"  saved to {out}")
     return 0
 
