@@ -14,7 +14,8 @@ sets. Each mode starts from fresh copies. Measured in one run and printed as rat
 
 Goal (issue 7): fleet mode compiles once per distinct build (1 library + 2 kernels) and takes <= 0.3x the wall
 time of per-host builds. Last, the library's entry in the controller cache is truncated and two fresh targets run
-in fleet mode: the entry must be found corrupt, compiled once again and checksummed anew. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
+in fleet mode: the entry must be found corrupt, compiled once again and checksummed anew. Then the host picked to
+compile the library fails (no compiler): the other host compiles what it left undone and finishes. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
 """
 
 import argparse
@@ -42,7 +43,7 @@ def vm(*args):
     return subprocess.run([sys.executable, str(VM_PY), *args], check=True, capture_output=True, text=True).stdout
 
 
-def playbook(inventory, playbook_path, extra, logfile):
+def playbook(inventory, playbook_path, extra, logfile, allow_failure=False):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_FORKS="16",
                # Each log ends with the slowest tasks (where the time went).
@@ -53,6 +54,8 @@ def playbook(inventory, playbook_path, extra, logfile):
                             str(playbook_path), "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out,
                            stderr=subprocess.STDOUT)
     wall = time.monotonic() - start
+    if allow_failure:
+        return r.returncode
     if r.returncode != 0:
         sys.exit(f"{playbook_path.name} failed (rc {r.returncode}): see {logfile}")
     return wall
@@ -174,6 +177,23 @@ def main(argv):
                                 "rebuilt": built == 1 and hashlib.sha256(lib.read_bytes()).hexdigest() == recorded}
     log(f"corrupt: {built} compiles, {unpacked} unpacked, entry rebuilt and checksummed: "
         f"{results['corrupt_entry']['rebuilt']}")
+    # A builder lost mid-run: the first of two fresh targets (the one picked to compile the library) has no
+    # compiler, so its build fails and it leaves the play; the other must compile what that builder left undone.
+    shutil.rmtree(WORK / "artifacts", ignore_errors=True)
+    roots = make_targets(base_root, 2, "lost")
+    for gcc in (roots[0] / "usr" / "bin").glob("gcc*"):
+        gcc.unlink()  # a hard link of the base's: only this target loses it
+    inv = WORK / "lost.ini"
+    write_inventory(inv, roots, {})
+    log("lost: site.yml on 2 targets, the library's builder without a compiler")
+    try:
+        rc = playbook(inv, REPO / "site.yml", dict(extra, gdrcopy_artifact_dir=str(WORK / "artifacts")),
+                      WORK / "lost.log", allow_failure=True)
+        built, unpacked = count(roots[1:])
+    finally:
+        remove_targets("lost")
+    results["builder_lost"] = {"other_host_compiles": built, "other_host_finished": rc == 2 and built == 2}
+    log(f"lost: the other host compiled {built} (its own gdrdrv and the library), play rc {rc}")
     results["ratio_wall"] = round(results["fleet"]["wall_s"] / results["per-host"]["wall_s"], 2)
     results["ratio_compiles"] = round(results["fleet"]["compiles"] / max(1, results["per-host"]["compiles"]), 2)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -186,6 +206,8 @@ def main(argv):
     print(f"  wall ratio {results['ratio_wall']} (goal <= 0.3), compiles ratio {results['ratio_compiles']}")
     print(f"  a truncated cache entry: {results['corrupt_entry']['compiles']} compile, rebuilt and checksummed again: "
           f"{results['corrupt_entry']['rebuilt']}")
+    print(f"  the library's builder lost mid-run: the other host finished, compiling {results['builder_lost']['other_host_compiles']}"
+          f" ({results['builder_lost']['other_host_finished']})")
     print(f"  saved to {out}")
     return 0
 
