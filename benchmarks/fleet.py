@@ -27,16 +27,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-VM_PY = REPO / "tests" / "harness" / "vm.py"
+from common import REPO, VM_PY, logger, pack_source, role_vars, run_playbook, save
+
 WORK = REPO / ".cache" / "bench" / "fleet"
-
-
-def log(msg):
-    print(f"[fleet {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = logger("fleet")
 
 
 def vm(*args):
@@ -44,21 +40,8 @@ def vm(*args):
 
 
 def playbook(inventory, playbook_path, extra, logfile, allow_failure=False):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_FORKS="16",
-               # Each log ends with the slowest tasks (where the time went).
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
-    start = time.monotonic()
-    with open(logfile, "w") as out:
-        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                            str(playbook_path), "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out,
-                           stderr=subprocess.STDOUT)
-    wall = time.monotonic() - start
-    if allow_failure:
-        return r.returncode
-    if r.returncode != 0:
-        sys.exit(f"{playbook_path.name} failed (rc {r.returncode}): see {logfile}")
-    return wall
+    rc, wall, _ = run_playbook(inventory, playbook_path, extra, logfile, forks=16, allow_failure=allow_failure)
+    return rc if allow_failure else wall
 
 
 def write_inventory(path, roots, group_vars):
@@ -133,14 +116,8 @@ def main(argv):
     if os.geteuid() != 0:
         sys.exit("the fleet benchmark needs root (chroot targets, mounts)")
     WORK.mkdir(parents=True, exist_ok=True)
-    pack = [sys.executable, str(REPO / "tests" / "harness" / "pack_source.py"), "--out", str(WORK / "source")]
-    env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(a.tarball.resolve())} if a.tarball else {}))
-    subprocess.run(pack, check=True, env=env, stdout=subprocess.DEVNULL)
-    source = json.loads((WORK / "source" / "source.json").read_text())
-    extra = {"gdrcopy_version": source["version"],
-             "gdrcopy_source_url": source["url"], "gdrcopy_source_sha256": source["sha256"],
-             "gdrcopy_cache_dir": str(WORK / "cache"), "nvidia_peermem_state": "present",
-             "gdrcopy_report_dir": str(WORK / "reports")}
+    source = pack_source(WORK / "source", a.tarball)
+    extra = role_vars(source, WORK)
     base_root = prepare_base(extra)
     results = {"hosts": a.hosts, "source": source, "kernels": kernels_of(base_root),
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -196,9 +173,7 @@ def main(argv):
     log(f"lost: the other host compiled {built} (its own gdrdrv and the library), play rc {rc}")
     results["ratio_wall"] = round(results["fleet"]["wall_s"] / results["per-host"]["wall_s"], 2)
     results["ratio_compiles"] = round(results["fleet"]["compiles"] / max(1, results["per-host"]["compiles"]), 2)
-    a.out.mkdir(parents=True, exist_ok=True)
-    out = a.out / f"fleet-{results['date'][:10]}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = save(results, a.out, "fleet")
     print(f"fleet benchmark, {a.hosts} image targets, 2 kernel sets, source {source['version']} ({source['kind']}):")
     print(f"  per-host builds: {results['per-host']['wall_s']:.0f}s, {results['per-host']['compiles']} compiles")
     print(f"  fleet builds:    {results['fleet']['wall_s']:.0f}s, {results['fleet']['compiles']} compiles, "

@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-VM_PY = REPO / "tests" / "harness" / "vm.py"
+from common import REPO, VM_PY, logger, pack_source, role_vars, run_playbook, save
+
 WORK = REPO / ".cache" / "bench" / "host"
 FACTS_PLAY = """- name: Gather facts only
   hosts: all
@@ -63,8 +63,7 @@ echo "$k"
 """
 
 
-def log(msg):
-    print(f"[host {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = logger("host")
 
 
 class VM:
@@ -104,18 +103,9 @@ class VM:
         return self.ssh("cat", "/var/lib/gdrcopy-ansible/build/builds.log").splitlines()
 
 
-def run_playbook(inventory, playbook, extra, logfile):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               # Each log ends with the slowest tasks (where the time went).
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
-    start = time.monotonic()
-    with open(logfile, "w") as out:
-        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook),
-                            "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    wall = time.monotonic() - start
-    if r.returncode != 0:
-        sys.exit(f"{playbook} failed (rc {r.returncode}): see {logfile}")
-    return wall, Path(logfile).read_text()
+def playbook(inventory, path, extra, logfile):
+    _, wall, out = run_playbook(inventory, path, extra, logfile)
+    return wall, out
 
 
 def changed_tasks(out):
@@ -144,14 +134,9 @@ def main(argv):
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     a = p.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(a.tarball.resolve())} if a.tarball else {}))
-    subprocess.run([sys.executable, str(REPO / "tests" / "harness" / "pack_source.py"), "--out", str(WORK / "source")],
-                   check=True, stdout=subprocess.DEVNULL, env=env)
-    source = json.loads((WORK / "source" / "source.json").read_text())
+    source = pack_source(WORK / "source", a.tarball)
     tarball = Path(source["url"].removeprefix("file://")).read_bytes()
-    extra = {"gdrcopy_version": source["version"], "gdrcopy_source_url": source["url"],
-             "gdrcopy_source_sha256": source["sha256"], "gdrcopy_cache_dir": str(WORK / "cache"),
-             "nvidia_peermem_state": "present", "gdrcopy_report_dir": str(WORK / "reports")}
+    extra = role_vars(source, WORK)
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "source": source, "cores": os.cpu_count()}
 
@@ -169,7 +154,7 @@ def main(argv):
         inv = vm.inventory(WORK / "inventory.ini")
         facts = WORK / "facts.yml"
         facts.write_text(FACTS_PLAY)
-        site_s, _ = run_playbook(inv, REPO / "site.yml", extra, WORK / "converge.log")
+        site_s, _ = playbook(inv, REPO / "site.yml", extra, WORK / "converge.log")
         results["first_converge"] = {"raw_s": round(raw_s, 1), "site_s": round(site_s, 1),
                                      "ratio": round(site_s / raw_s, 2), "goal": 1.3}
         log(f"first converge: raw {raw_s:.0f}s, site.yml {site_s:.0f}s")
@@ -177,12 +162,12 @@ def main(argv):
         before = len(vm.builds())
         site, bare = [], []
         for i in range(a.runs):
-            wall, out = run_playbook(inv, REPO / "site.yml", extra, WORK / f"rerun-{i}.log")
+            wall, out = playbook(inv, REPO / "site.yml", extra, WORK / f"rerun-{i}.log")
             changed = [t for t in changed_tasks(out) if t.split(" : ")[-1] not in EVERY_RUN]
             if changed:
                 sys.exit(f"the rerun changed {changed}: see {WORK / f'rerun-{i}.log'}")
             site.append(wall)
-            bare.append(run_playbook(inv, facts, {}, WORK / f"facts-{i}.log")[0])
+            bare.append(playbook(inv, facts, {}, WORK / f"facts-{i}.log")[0])
         results["noop_rerun"] = {"site_s": [round(x, 1) for x in site], "gather_facts_s": [round(x, 1) for x in bare],
                                  "compiles": len(vm.builds()) - before,
                                  "ratio": round(statistics.median(site) / statistics.median(bare), 2), "goal": 1.5}
@@ -190,9 +175,9 @@ def main(argv):
 
         third = vm.ssh("bash", "-c", THIRD_KERNEL).strip().splitlines()[-1]
         log(f"kernel upgrade: installed {third}; the stand-ins for it, then site.yml")
-        run_playbook(inv, REPO / "tests" / "harness" / "standins.yml", {}, WORK / "standins.log")
+        playbook(inv, REPO / "tests" / "harness" / "standins.yml", {}, WORK / "standins.log")
         before = vm.builds()
-        upgrade_s, _ = run_playbook(inv, REPO / "site.yml", extra, WORK / "upgrade.log")
+        upgrade_s, _ = playbook(inv, REPO / "site.yml", extra, WORK / "upgrade.log")
         added = vm.builds()[len(before):]
         results["kernel_upgrade"] = {"kernel": third, "site_s": round(upgrade_s, 1), "compiles": len(added),
                                      "compiled": added, "only_the_new_kernel": len(added) == 1
@@ -200,9 +185,7 @@ def main(argv):
     finally:
         vm.down()
 
-    a.out.mkdir(parents=True, exist_ok=True)
-    out = a.out / f"host-{results['date'][:10]}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = save(results, a.out, "host")
     fc, nr, ku = results["first_converge"], results["noop_rerun"], results["kernel_upgrade"]
     print(f"host benchmark, one VM under QEMU ({'KVM' if os.environ.get('GDRCOPY_VM_ACCEL') == 'kvm' else 'TCG'}), "
           f"source {source['version']} ({source['kind']}):")

@@ -1,0 +1,58 @@
+"""What the benchmarks share: where the repository is, a log line, one ansible-playbook run timed, saving results."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VM_PY = REPO / "tests" / "harness" / "vm.py"
+
+
+def logger(tag):
+    def log(msg):
+        print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    return log
+
+
+def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=False):
+    """Run ansible-playbook with this repository's ansible.cfg; return (rc, wall seconds, output). Unless
+    allow_failure, a failed run ends the benchmark with the log's path."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               # Each log ends with the slowest tasks (where the time went).
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
+    if forks:
+        env["ANSIBLE_FORKS"] = str(forks)
+    start = time.monotonic()
+    with open(logfile, "w") as out:
+        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                            str(playbook), "-e", json.dumps(extra)], cwd=REPO, env=env, stdout=out,
+                           stderr=subprocess.STDOUT)
+    wall = time.monotonic() - start
+    if r.returncode != 0 and not allow_failure:
+        sys.exit(f"{Path(playbook).name} failed (rc {r.returncode}): see {logfile}")
+    return r.returncode, wall, Path(logfile).read_text()
+
+
+def pack_source(out_dir, tarball=None):
+    """The source the roles build (the fixture, or a real release tarball), as tests/harness/pack_source.py packs it."""
+    env = dict(os.environ, **({"GDRCOPY_SOURCE_TARBALL": str(Path(tarball).resolve())} if tarball else {}))
+    subprocess.run([sys.executable, str(REPO / "tests" / "harness" / "pack_source.py"), "--out", str(out_dir)],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    return json.loads((Path(out_dir) / "source.json").read_text())
+
+
+def role_vars(source, work):
+    """The variables every benchmark run passes: the packed source, caches and reports under work."""
+    return {"gdrcopy_version": source["version"], "gdrcopy_source_url": source["url"],
+            "gdrcopy_source_sha256": source["sha256"], "gdrcopy_cache_dir": str(work / "cache"),
+            "nvidia_peermem_state": "present", "gdrcopy_report_dir": str(work / "reports")}
+
+
+def save(results, out_dir, name):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{name}-{results['date'][:10]}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    return out
