@@ -46,7 +46,10 @@ def _static_sources():
                     continue
                 else:
                     src = args.get("src") or args.get("cmd", "").split(" ")[0]
-                if src and "{{" not in src:
+                if src == "{{ item }}" and isinstance(task.get("loop"), list):  # a literal list of role files
+                    for item in task["loop"]:
+                        yield task_file.relative_to(REPO), role_dir / folder / item
+                elif src and "{{" not in src:
                     yield task_file.relative_to(REPO), role_dir / folder / src
 
 
@@ -56,7 +59,7 @@ SOURCES = list(_static_sources())
 def test_roles_name_static_sources():
     """The scan itself finds the role files it guards (a scan that finds nothing would guard nothing)."""
     names = {path.name for _, path in SOURCES}
-    assert {"gdrcopy-ld.conf.j2", "gdrcopy.service.j2", "gdrcopy-build", "mok-sign"} <= names
+    assert {"gdrcopy-ld.conf.j2", "gdrcopy.service.j2", "gdrcopy-build", "gdrcopy-install", "mok-sign"} <= names
 
 
 @pytest.mark.parametrize("task_file,path", SOURCES, ids=[str(p.relative_to(REPO)) for _, p in SOURCES])
