@@ -99,16 +99,21 @@ if [ -n "${STANDINS_DIR:-}" ]; then
   st=/usr/local/src/gdrcopy-test-standins
   mkdir -p "$root$st/src"
   cp -a "$STANDINS_DIR"/. "$root$st/src/"
+  built=0
   for d in "$root"/lib/modules/*/; do
     k=$(basename "$d")
-    [ -e "$d/build/Makefile" ] || continue
+    # build is an absolute link (/usr/src/linux-headers-<k>): test it inside the root, not on the build host.
+    in_root test -e "/lib/modules/$k/build/Makefile" || continue
     cp -a "$root$st/src" "$root$st/$k"
     in_root make -C "$st/$k" -j"$(nproc)" KVER="$k" NVIDIA_SRC_DIR="/usr/src/$nvsrc/nvidia" >>"$out/build.log" 2>&1 \
       || { tail -30 "$out/build.log" >&2; exit 1; }
     mkdir -p "$root/lib/modules/$k/extra/gdrcopy-test-standins"
     install -m 0644 "$root$st/$k/nvidia.ko" "$root$st/$k/nvidia-peermem.ko" "$root/lib/modules/$k/extra/gdrcopy-test-standins/"
     in_root depmod "$k"
+    built=$((built + 1))
   done
+  [ "$built" -gt 0 ] || { echo "no kernel in the image has headers: the stand-ins were not built" >&2; exit 1; }
+  log "stand-ins built for $built kernel(s)"
 fi
 
 # The Secure Boot chain for the secureboot scenario (vm.py --firmware secureboot puts these on the ESP): Debian's
