@@ -101,6 +101,20 @@ options:
     description: Seconds each test program may run (through C(timeout) when it is installed).
     type: int
     default: 900
+  smoke:
+    description:
+      - Run the GPU-less smoke check the gdrcopy role installs (C(/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke))
+        with this MAJOR.MINOR, that is C(gdr_open) through the installed library, and the runtime and driver versions
+        compared with it. Returned as C(smoke). Only on a running host; empty skips it.
+    type: str
+    default: ""
+  converged_inputs:
+    description:
+      - The digests of a run's inputs (role variables, release, the project's code), computed on the controller by
+        C(playbooks/preflight.yml). When given, the host's state is fingerprinted and compared with the record a
+        verified run left in C(/var/lib/gdrcopy-ansible/converged.json); C(converged) says whether a full run would
+        change anything, and why. Never writes the record (C(playbooks/verify.yml) does).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -366,10 +380,31 @@ tools:
   description: Which helper commands exist on the host (name -> path or empty).
   returned: always
   type: dict
+smoke:
+  description: The smoke check's result (I(smoke) given, on a running host).
+  returned: when I(smoke) is set
+  type: dict
+  contains:
+    ran: {description: Whether the helper ran (it is installed by the gdrcopy role)., type: bool}
+    method: {description: C(library) when it ran, else C(none)., type: str}
+    passed: {description: C(gdr_open) succeeded and both versions equal I(smoke)., type: bool}
+    runtime_version: {description: What C(gdr_runtime_get_version) reports., type: str}
+    driver_version: {description: What C(gdr_driver_get_version) reports., type: str}
+    msg: {description: One sentence., type: str}
+converged:
+  description: Whether the host is as a verified run of site.yml left it, with these inputs.
+  returned: when I(converged_inputs) is set
+  type: dict
+  contains:
+    ok: {description: A full run would change nothing here., type: bool}
+    differences: {description: Why not, the first sentences (what changed)., type: list, elements: str}
+    state: {description: The fingerprint of the host's state (what a record holds)., type: dict}
+    record: {description: The record's path., type: str}
 """
 
 import glob
 import grp
+import hashlib
 import json
 import os
 import re
@@ -379,8 +414,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:  # the controller's module_utils path (ansible.cfg, molecule.yml)
     from ansible.module_utils import gdrcopy_parsers as P
-except ImportError:  # pragma: no cover - unit tests import it from the repository
+    from ansible.module_utils import gdrcopy_converged as C
+except ImportError:  # pragma: no cover - unit tests import them from the repository
     import gdrcopy_parsers as P  # noqa: F401
+    import gdrcopy_converged as C  # noqa: F401
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
          "make", "gcc")
@@ -1005,6 +1042,60 @@ def run_tests(h, facts, names, gpu_id, timeout):
     return out
 
 
+SMOKE_PROGRAM = "/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke"
+
+
+def smoke_check(h, expect):
+    """The gdrcopy role's smoke helper (gdr_open through the installed library), as the role records it."""
+    none = {"ran": False, "method": "none", "passed": False, "expected": expect}
+    if not h.live:
+        return dict(none, msg="not a running host (image): nothing to open")
+    if not h.exists(SMOKE_PROGRAM):
+        return dict(none, msg="%s is not installed: run the gdrcopy role" % SMOKE_PROGRAM)
+    rc, out, err = h.run([SMOKE_PROGRAM, "--expect", expect])
+    try:
+        result = json.loads(out)
+    except ValueError:
+        return dict(none, msg="%s printed no result (exit code %d): %s" % (SMOKE_PROGRAM, rc, (err or out).strip()))
+    return dict(result, ran=True, method="library")
+
+
+def file_digest(h, path):
+    """'link:<target>' for a link, else the sha256 of the content with the mode and owner; '' when unreadable."""
+    full = h.path(path)
+    if os.path.islink(full):
+        return "link:" + os.readlink(full)
+    try:
+        st = os.stat(full)
+        digest = hashlib.sha256()
+        with open(full, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except (IOError, OSError):
+        return ""
+    return "sha256:%s mode:%04o uid:%d gid:%d" % (digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+
+
+def managed_files(h, facts, prefix):
+    """{path: file_digest} of every file the roles manage that exists, and of every gdrdrv module."""
+    paths = set(prefix.rstrip("/") + "/" + n for n in ("current",))
+    for pattern in C.MANAGED_PATHS:
+        paths.update(p for p in h.glob(pattern) if not os.path.isdir(h.path(p)) or os.path.islink(h.path(p)))
+    for k in facts["kernel"]["installed"]:
+        paths.update(k["gdrdrv"])
+    return dict((p, file_digest(h, p)) for p in sorted(paths) if os.path.lexists(h.path(p)))
+
+
+def converged_facts(h, facts, prefix, inputs):
+    state = C.state_fingerprint(facts, managed_files(h, facts, prefix))
+    try:
+        record = json.loads(h.read(C.RECORD_PATH) or "null")
+    except ValueError:
+        record = None
+    diff = C.differences(record, state, inputs)
+    return {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
+
+
 # --- the whole picture ----------------------------------------------------------------------------------------
 
 def gather(module, params, host=None):
@@ -1046,6 +1137,10 @@ def gather(module, params, host=None):
     facts["blockers"], facts["concerns"], facts["health"] = P.assess(facts)
     facts["tests"] = run_tests(h, facts, params.get("run_tests") or [], params.get("gpu_id") or 0,
                                params.get("tests_timeout") or 900)
+    if params.get("smoke"):
+        facts["smoke"] = smoke_check(h, params["smoke"])
+    if params.get("converged_inputs") is not None:
+        facts["converged"] = converged_facts(h, facts, params["prefix"], params["converged_inputs"])
     return facts
 
 
@@ -1063,6 +1158,8 @@ ARGUMENT_SPEC = dict(
     run_tests=dict(type="list", elements="str", default=[], choices=sorted(TEST_PROGRAMS)),
     gpu_id=dict(type="int", default=0),
     tests_timeout=dict(type="int", default=900),
+    smoke=dict(type="str", default=""),
+    converged_inputs=dict(type="dict"),
 )
 
 

@@ -37,3 +37,49 @@ def test_preflight_stops_a_host_that_cannot_load_modules_and_changes_nothing(tmp
     assert expected in out and "set gdrcopy_mode: image" in out, out
     assert re.search(r"localhost : ok=\d+ changed=0 unreachable=0 failed=1", out), out
     assert not (tmp_path / "cache").exists(), "preflight stopped before fetching the source"
+
+
+def preflight_inputs(tmp_path, **extra_vars):
+    """Run preflight on the controller (it stops at the module check here, after the digests) and return the
+    gdrcopy_run_inputs it set, read from the json callback."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
+             "gdrcopy_cache_dir": str(tmp_path / "cache"), **extra_vars}
+    r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                        str(REPO / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    tasks = json.loads(r.stdout)["plays"][0]["tasks"]
+    found = [t["hosts"]["localhost"]["ansible_facts"]["gdrcopy_run_inputs"] for t in tasks
+             if t["task"]["name"] == "Digest this run's inputs"]
+    assert len(found) == 1, r.stdout[-2000:]
+    # An untagged run of a host in host mode reads it for the converged check (ansible_run_tags is a tuple).
+    read = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].startswith("Read the host and compare")]
+    assert len(read) == 1 and not read[0].get("skipped"), read
+    assert read[0]["converged"]["differences"] == [
+        "no record of a verified run (/var/lib/gdrcopy-ansible/converged.json)"]
+    return found[0]
+
+
+def test_the_run_inputs_change_with_a_variable_and_the_code_but_never_carry_a_secret(tmp_path):
+    base = preflight_inputs(tmp_path)
+    assert set(base) == {"code", "mode", "gdrcopy", "mok_signing", "nvidia_peermem"}
+    assert base["mode"] == "host" and all(re.fullmatch(r"[0-9a-f]{64}", base[k]) for k in base if k != "mode")
+    device = preflight_inputs(tmp_path, gdrcopy_device_mode="0640")
+    assert [k for k in base if base[k] != device[k]] == ["gdrcopy"]
+    peermem = preflight_inputs(tmp_path, nvidia_peermem_state="absent")
+    assert [k for k in base if base[k] != peermem[k]] == ["nvidia_peermem"]
+    # The enrollment password (no_log in its spec) is no input: a digest written on the host never depends on it.
+    assert preflight_inputs(tmp_path, mok_signing_enrollment_password="another-Secret-9") == base
+    # A controller-held key: its content, not only its path.
+    cert, key = tmp_path / "controller.der", tmp_path / "controller.key"
+    key.write_bytes(b"key")
+    pair = {"mok_signing_controller_cert": str(cert), "mok_signing_controller_key": str(key)}
+    cert.write_bytes(b"one")
+    one = preflight_inputs(tmp_path, **pair)
+    cert.write_bytes(b"two")
+    two = preflight_inputs(tmp_path, **pair)
+    assert set(one) == set(base) | set(pair)
+    assert one["mok_signing_controller_cert"] != two["mok_signing_controller_cert"]
+    assert {k: v for k, v in one.items() if k != "mok_signing_controller_cert"} == {
+        k: v for k, v in two.items() if k != "mok_signing_controller_cert"}

@@ -28,7 +28,10 @@ EXPORTS = {
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
 PLAYBOOK_EXPORTS = {
-    "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed"},
+    "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed", "gdrcopy_run_inputs", "gdrcopy_preflight_info",
+                  "gdrcopy_converged",
+                  # on a converged host, what the roles it skips would have exported (nothing pending, the smoke result)
+                  "gdrcopy_smoke", "gdrcopy_reload_pending", "gdrcopy_reboot_required", "mok_signing_enrollment_pending"},
     # The mok_signing play wires the role's signing hook into the gdrcopy role's hook variable.
     "mok_signing": {"gdrcopy_pre_install_tasks", "gdrcopy_kernel_hook_sign_command"},
     # and the nvidia_peermem play hands the gdrcopy role's boot unit the modules it loads between nvidia and gdrdrv.

@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""What "converged" means for a host, in pure functions (gdrcopy_info does the I/O).
+
+A run of site.yml that finished on a host, verified it and left nothing pending writes a record there
+(RECORD_PATH): the digest of the run's inputs (every role variable, the release, the project's own code; computed
+on the controller) and the state the run left (state_fingerprint: kernels, gdrdrv per kernel, builds, the library,
+the NVIDIA driver and source, Secure Boot and the key, the loaded chain and /dev/gdrdrv, and the content of every
+file the roles manage). The next run reads the host once (gdrcopy_info) and compares (differences): equal inputs
+and an equal state mean a full run would change nothing, so site.yml skips the roles for that host. Anything
+volatile (reference counts, GPU memory in use, which installed kernel is running) is left out, so a reboot into
+another kernel the roles built for is still converged; a new kernel, a changed file or variable is not.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+RECORD_VERSION = 1
+RECORD_PATH = "/var/lib/gdrcopy-ansible/converged.json"
+
+# The files the roles write on a host, as globs (the prefix's stable link and the gdrdrv modules come from the
+# facts). tests/unit/test_converged.py checks that every destination in the roles' tasks is covered.
+MANAGED_PATHS = (
+    "/usr/local/libexec/gdrcopy-ansible/*",
+    "/etc/modprobe.d/gdrdrv.conf",
+    "/etc/modprobe.d/gdrcopy-ansible-*.conf",
+    "/etc/systemd/system/gdrcopy.service",
+    "/etc/systemd/system/*.wants/gdrcopy.service",
+    "/etc/ld.so.conf.d/gdrcopy.conf",
+    "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
+    "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible",
+    "/etc/gdrcopy-ansible/*",
+    "/etc/dkms/framework.conf",
+    "/var/lib/gdrcopy-ansible/mok/*",
+    "/var/lib/gdrcopy-ansible/mok/.*",
+    "/var/lib/gdrcopy-ansible/mok-signer.der",
+)
+
+
+def _module_state(mod, files):
+    return {"path": mod["path"], "content": files.get(mod["path"], "absent"), "signer": mod.get("signer", ""),
+            "sig_key": mod.get("sig_key", "")}
+
+
+def live_state(facts):
+    """The loaded chain as a run leaves it: booleans and settings, not the values that differ per kernel."""
+    gdrdrv, nvidia, dev = facts["gdrdrv"], facts["nvidia"], facts["gdrdrv"]["device"]
+    peermem = facts["peermem"]
+    return {
+        "nvidia_loaded": nvidia["loaded"],
+        "gdrdrv_loaded": gdrdrv["loaded"],
+        # The loaded gdrdrv is the one installed for the running kernel (a reboot into the other kernel keeps this).
+        "gdrdrv_current": bool(gdrdrv["loaded"] and gdrdrv["srcversion"]
+                               and gdrdrv["srcversion"] == gdrdrv["installed_srcversion"]),
+        "gdrdrv_params": gdrdrv["params"],
+        "device": {"ok": dev["ok"], "mode": dev["mode"], "group": dev["group"]},
+        "nvidia_peermem_loaded": peermem["nvidia_peermem"]["loaded"],
+        "nv_peer_mem_loaded": peermem["nv_peer_mem"]["loaded"],
+        "load_order": list(facts["load_order"]),
+        "modules_disabled": facts["kernel"]["modules_disabled"],
+        "sig_enforce": facts["kernel"]["sig_enforce"],
+    }
+
+
+def state_fingerprint(facts, files):
+    """What a converged host looks like, from gdrcopy_info's facts and `files` ({path: content digest, or
+    'link:<target>'} for MANAGED_PATHS and every gdrdrv module). Deterministic: equal states give equal dicts."""
+    mok = facts["secure_boot"]["mok"]
+    src = facts["nvidia"]["source_match"]
+    state = {
+        "version": RECORD_VERSION,
+        "live": facts["live"],
+        "kernels": [{"release": k["release"], "headers": k["headers"],
+                     "gdrdrv": [_module_state(m, files) for m in k["gdrdrv_modules"]]}
+                    for k in facts["kernel"]["installed"]],
+        "nvidia": {"version": facts["nvidia"]["version"], "flavor": facts["nvidia"]["flavor"],
+                   "source": src.get("dir", ""), "source_version": src.get("version", "")},
+        "builds": facts["builds"],
+        "installs": facts["installs"],
+        "installed_release": facts["gdrcopy"]["installed_release"],
+        "library": {"version": facts["library"]["version"], "paths": sorted(facts["library"]["paths"])},
+        "secure_boot": {"enabled": facts["secure_boot"]["enabled"], "mok_serial": mok["serial"],
+                        "mok_state": mok["state"], "pending": bool(mok["pending"])},
+        "files": dict((p, d) for p, d in files.items() if not p.startswith("/lib/modules/")),
+    }
+    if facts["live"]:
+        state["running"] = live_state(facts)
+    return state
+
+
+def _walk(a, b, path, out, limit):
+    if len(out) >= limit:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a:
+                out.append("%s%s is new" % (path, key))
+            elif key not in b:
+                out.append("%s%s is gone" % (path, key))
+            else:
+                _walk(a[key], b[key], "%s%s." % (path, key), out, limit)
+            if len(out) >= limit:
+                return
+    elif a != b:
+        out.append("%s changed (%s -> %s)" % (path.rstrip("."), _short(a), _short(b)))
+
+
+def _short(value, width=60):
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def kernels_by_release(state):
+    """The fingerprint's kernel list keyed by release, so a new kernel reads as one difference, not a shift."""
+    out = dict(state)
+    out["kernels"] = dict((k["release"], k) for k in state.get("kernels", []))
+    return out
+
+
+def differences(record, state, inputs, limit=5):
+    """Why a host is not converged: [] when `record` (the JSON a verified run wrote, or None) has these `inputs`
+    and this `state`; else up to `limit` sentences, the first naming what changed."""
+    if not record:
+        return ["no record of a verified run (%s)" % RECORD_PATH]
+    if record.get("version") != RECORD_VERSION:
+        return ["the record was written by another version of gdrcopy-ansible"]
+    out = []
+    old_inputs, new_inputs = record.get("inputs") or {}, inputs or {}
+    for part in sorted(set(old_inputs) | set(new_inputs)):
+        if old_inputs.get(part) != new_inputs.get(part):
+            out.append("the run's inputs changed: %s" % part)
+    _walk(kernels_by_release(record.get("state") or {}), kernels_by_release(state), "", out, limit)
+    return out[:limit]
+

@@ -1,0 +1,240 @@
+"""The converged fast path (module_utils/gdrcopy_converged.py, gdrcopy_info's converged_inputs): a host is converged
+only when a verified run recorded these inputs and exactly this state; every kind of change is named; what is
+volatile (reference counts, GPU memory, the running kernel among those built for) is not a change."""
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gdrcopy_converged as C
+import gdrcopy_info
+from conftest import REPO
+from test_gdrcopy_info import KERNEL, params, working_module, working_root, write  # noqa: F401 (fixture)
+
+INPUTS = {"code": "c0de", "mode": "host", "gdrcopy": "g1", "mok_signing": "m1", "nvidia_peermem": "n1"}
+OTHER = "6.1.0-47-amd64"
+
+
+def gather(root, m=None, inputs=INPUTS, **extra):
+    m = m or working_module(root)
+    return gdrcopy_info.gather(m, params(root, converged_inputs=inputs, prefix="/opt/gdrcopy", **extra),
+                               gdrcopy_info.Host(m, root, live=True))
+
+
+def record(root, inputs=INPUTS):
+    """What playbooks/verify.yml writes after a verified run."""
+    state = gather(root, inputs=inputs)["converged"]["state"]
+    write(root, C.RECORD_PATH, json.dumps({"version": state["version"], "inputs": inputs, "state": state}))
+
+
+@pytest.fixture
+def converged_root(working_root):  # noqa: F811 (the fixture imported above)
+    write(working_root, "/etc/modprobe.d/gdrdrv.conf", "options gdrdrv use_persistent_mapping=1\n")
+    write(working_root, "/etc/systemd/system/gdrcopy.service", "[Unit]\n")
+    os.makedirs(os.path.join(working_root, "etc/systemd/system/multi-user.target.wants"))
+    os.symlink("/etc/systemd/system/gdrcopy.service",
+               os.path.join(working_root, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+    write(working_root, "/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod", "#!/bin/sh\n")
+    write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
+    record(working_root)
+    return working_root
+
+
+def test_without_a_record_a_host_is_not_converged(working_root):  # noqa: F811
+    c = gather(working_root)["converged"]
+    assert (c["ok"], c["differences"], c["record"]) == (
+        False, ["no record of a verified run (/var/lib/gdrcopy-ansible/converged.json)"], C.RECORD_PATH)
+
+
+def test_the_host_a_verified_run_recorded_is_converged(converged_root):
+    c = gather(converged_root)["converged"]
+    assert (c["ok"], c["differences"]) == (True, [])
+    files = c["state"]["files"]
+    assert files["/etc/modprobe.d/gdrdrv.conf"].startswith("sha256:") and " mode:0644 " in files["/etc/modprobe.d/gdrdrv.conf"]
+    assert files["/etc/systemd/system/multi-user.target.wants/gdrcopy.service"] == "link:/etc/systemd/system/gdrcopy.service"
+    assert files["/opt/gdrcopy/current"] == "link:2.6"
+    assert [m["content"][:7] for m in c["state"]["kernels"][0]["gdrdrv"]] == ["sha256:"]
+    assert c["state"]["running"]["gdrdrv_current"] is True and c["state"]["running"]["device"]["ok"] is True
+
+
+def test_volatile_values_are_not_changes(converged_root):
+    write(converged_root, "/sys/module/gdrdrv/refcnt", "3\n")  # a process holds /dev/gdrdrv
+    m = working_module(converged_root)
+    smi = [k for k in m.outputs if "--format=csv" in k][0]
+    rc, text, err = m.outputs[smi]
+    m.outputs[smi] = (rc, text.replace(" 0 MiB, 5", " 4000 MiB, 5"), err)  # GPU memory in use
+    assert gather(converged_root, m)["converged"]["differences"] == []
+
+
+def test_a_reboot_into_another_kernel_that_was_built_for_stays_converged(converged_root):
+    """Two kernels with gdrdrv; recorded while one runs, checked while the other runs (its own srcversion)."""
+    write(converged_root, f"/boot/vmlinuz-{OTHER}")
+    os.makedirs(os.path.join(converged_root, f"lib/modules/{OTHER}/kernel"))
+    write(converged_root, f"/lib/modules/{OTHER}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF other~Module signature appended~\n")
+    record(converged_root)
+    write(converged_root, "/proc/sys/kernel/osrelease", OTHER + "\n")
+    write(converged_root, "/sys/module/gdrdrv/srcversion", "0THER5RCVER510N\n")
+    m = working_module(converged_root)
+    m.outputs[("/usr/sbin/modinfo", "-F", "srcversion", "gdrdrv")] = (0, "0THER5RCVER510N\n", "")
+    r = gather(converged_root, m)
+    assert r["kernel"]["running"] == OTHER
+    assert r["converged"]["differences"] == []
+
+
+def change_kernel(root):
+    write(root, "/boot/vmlinuz-6.1.0-52-amd64")
+    os.makedirs(os.path.join(root, "lib/modules/6.1.0-52-amd64/kernel"))
+
+
+def change_file(root):
+    write(root, "/etc/modprobe.d/gdrdrv.conf", "options gdrdrv use_persistent_mapping=0\n")
+
+
+def add_file(root):
+    write(root, "/etc/modprobe.d/gdrcopy-ansible-nv_peer_mem.conf", "blacklist nv_peer_mem\n")
+
+
+def remove_unit_link(root):
+    os.unlink(os.path.join(root, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+
+
+def unload_gdrdrv(root):
+    shutil.rmtree(os.path.join(root, "sys/module/gdrdrv"))
+
+
+def rebuild_gdrdrv(root):
+    write(root, f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF rebuilt~Module signature appended~\n")
+
+
+def change_device_mode(root):
+    os.chmod(os.path.join(root, "dev/gdrdrv"), 0o666)
+
+
+def change_build_stamp(root):
+    write(root, "/var/lib/gdrcopy-ansible/build/2.6-abc/lib/.gdrcopy-stamp.json", '{"release": "2.6"}')
+
+
+@pytest.mark.parametrize("change, expected", [
+    (change_kernel, r"^kernels\.6\.1\.0-52-amd64 is new$"),
+    (change_file, r"^files\./etc/modprobe\.d/gdrdrv\.conf changed \(\"sha256:"),
+    (add_file, r"^files\./etc/modprobe\.d/gdrcopy-ansible-nv_peer_mem\.conf is new$"),
+    (remove_unit_link, r"^files\./etc/systemd/system/multi-user\.target\.wants/gdrcopy\.service is gone$"),
+    (unload_gdrdrv, r"^running\.gdrdrv_current changed \(true -> false\)$"),
+    (rebuild_gdrdrv, r"^kernels\.6\.1\.0-50-amd64\.gdrdrv changed"),
+    (change_device_mode, r"^running\.device\.mode changed \(\"06[46]0\" -> \"0666\"\)$"),
+    (change_build_stamp, r"^builds\..*/build/2\.6-abc/lib is new$"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_every_kind_of_change_is_named(converged_root, change, expected):
+    change(converged_root)
+    c = gather(converged_root)["converged"]
+    assert c["ok"] is False
+    assert re.search(expected, c["differences"][0]), c["differences"]
+
+
+def test_changed_inputs_are_named_by_part(converged_root):
+    c = gather(converged_root, inputs=dict(INPUTS, code="new", gdrcopy="g2"))["converged"]
+    assert c["differences"] == ["the run's inputs changed: code", "the run's inputs changed: gdrcopy"]
+
+
+def test_a_record_of_another_version_or_unreadable_is_no_record(converged_root):
+    write(converged_root, C.RECORD_PATH, json.dumps({"version": 0, "inputs": INPUTS, "state": {}}))
+    assert gather(converged_root)["converged"]["differences"] == [
+        "the record was written by another version of gdrcopy-ansible"]
+    write(converged_root, C.RECORD_PATH, "{truncated")
+    assert gather(converged_root)["converged"]["differences"][0].startswith("no record of a verified run")
+
+
+def test_differences_are_few_and_the_first_says_what_changed():
+    old = {"version": 1, "inputs": {"a": 1}, "state": {"kernels": [], "files": {"/f%d" % i: "x" for i in range(9)}}}
+    new = {"kernels": [], "files": {}}
+    diff = C.differences(old, new, {"a": 1})
+    assert diff == ["files./f%d is gone" % i for i in range(5)]
+
+
+def test_the_smoke_check_runs_the_installed_helper(working_root):  # noqa: F811
+    m = working_module(working_root)
+    m.outputs[(gdrcopy_info.SMOKE_PROGRAM, "--expect", "2.6")] = (0, json.dumps(
+        {"passed": True, "runtime_version": "2.6", "driver_version": "2.6", "expected": "2.6",
+         "msg": "gdr_open ok; runtime 2.6, driver 2.6"}), "")
+    r = gather(working_root, m, smoke="2.6")
+    assert r["smoke"] == {"ran": False, "method": "none", "passed": False, "expected": "2.6",
+                          "msg": "/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke is not installed: run the gdrcopy role"}
+    write(working_root, gdrcopy_info.SMOKE_PROGRAM, "#!/usr/bin/python3\n")
+    r = gather(working_root, m, smoke="2.6")
+    assert r["smoke"] == {"ran": True, "method": "library", "passed": True, "runtime_version": "2.6",
+                          "driver_version": "2.6", "expected": "2.6", "msg": "gdr_open ok; runtime 2.6, driver 2.6"}
+    m.outputs[(gdrcopy_info.SMOKE_PROGRAM, "--expect", "2.6")] = (1, "", "Traceback ...")
+    assert gather(working_root, m, smoke="2.6")["smoke"]["msg"].endswith("printed no result (exit code 1): Traceback ...")
+
+
+# --- every file the roles write is watched ---------------------------------------------------------------------
+
+# Destinations the fingerprint covers another way, or that a converged host does not need, with the reason.
+NOT_WATCHED = {
+    "{{ gdrcopy_build_root }}/src": "the build root: builds are compared by their stamps",
+    "{{ __gdrcopy_node_tarball }}": "the source tarball on the node: only a build reads it",
+    "{{ gdrcopy_build_root }}/artifacts": "fleet build artifacts: a build reads them",
+    "{{ gdrcopy_build_root }}/artifacts/": "fleet build artifacts: a build reads them",
+    "{{ __gdrcopy_current_link }}": "<prefix>/current: in the fingerprint (gdrcopy_info adds it)",
+    "/lib/modules/{{ item }}/{{ __gdrcopy_module_subdir }}/": "gdrdrv per kernel: in the fingerprint's kernels",
+    "{{ mok_signing_key_dir }}": "the key dir itself (its files are watched)",
+}
+CONTROLLER_SIDE = ("__gdrcopy_cache", "__gdrcopy_artifact_root", "item.stat.path", "__gdrcopy_cache_tarball")
+
+
+def destinations():
+    for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
+        for task in iter_tasks(yaml.safe_load(path.read_text()) or []):
+            for module, args in task.items():
+                if module.startswith("ansible.builtin.") and isinstance(args, dict):
+                    for key in ("dest", "path"):
+                        if isinstance(args.get(key), str) and not task.get("delegate_to") and "register" not in key:
+                            yield path.name, module, args[key], task
+
+
+def iter_tasks(tasks):
+    for t in tasks:
+        yield t
+        for key in ("block", "rescue", "always"):
+            yield from iter_tasks(t.get(key, []))
+
+
+def resolve(dest):
+    """A destination with the roles' fixed internal paths filled in."""
+    for var, value in (("__gdrcopy_libexec", "/usr/local/libexec/gdrcopy-ansible"),
+                       ("__mok_signing_libexec", "/usr/local/libexec/gdrcopy-ansible"),
+                       ("mok_signing_key_dir", "/var/lib/gdrcopy-ansible/mok"),
+                       ("__gdrcopy_kernel_hook_config_file", "/etc/gdrcopy-ansible/kernel-hook.json"),
+                       ("__mok_signing_record", "/var/lib/gdrcopy-ansible/mok-signer.der"),
+                       ("item }}/{{ __gdrcopy_kernel_hook_name", "/etc/kernel/postinst.d/zz-gdrcopy-ansible")):
+        dest = dest.replace("{{ %s }}" % var, value)
+    return dest
+
+
+def test_every_file_the_roles_write_on_a_host_is_watched():
+    import fnmatch
+    unwatched = []
+    for name, module, dest, task in destinations():
+        if dest in NOT_WATCHED or any(v in dest for v in CONTROLLER_SIDE):
+            continue
+        if module in ("ansible.builtin.stat", "ansible.builtin.find", "ansible.builtin.slurp"):
+            continue  # read, never written
+        if task[module].get("state") in ("directory", "absent"):
+            continue  # a directory is no content; what is removed is what the globs watch for
+        path = resolve(dest).rstrip("/")
+        if module == "ansible.builtin.copy" and resolve(dest).endswith("/"):
+            path += "/x"  # a copy into a directory: its files
+        if not any(fnmatch.fnmatch(path, g) for g in C.MANAGED_PATHS):
+            unwatched.append("%s: %s %s" % (name, task.get("name"), dest))
+    assert unwatched == [], "\n".join(unwatched)
+
+
+def test_the_record_path_is_what_verify_writes():
+    verify = (REPO / "playbooks" / "verify.yml").read_text()
+    assert "__verify_info.converged.record" in verify and C.RECORD_PATH == "/var/lib/gdrcopy-ansible/converged.json"
+    assert Path(REPO / "module_utils" / "gdrcopy_converged.py").read_text().count("RECORD_PATH =") == 1
