@@ -1078,7 +1078,7 @@ def file_digest(h, path):
 
 def managed_files(h, facts, prefix):
     """{path: file_digest} of every file the roles manage that exists, and of every gdrdrv module."""
-    paths = set(prefix.rstrip("/") + "/" + n for n in ("current",))
+    paths = {prefix.rstrip("/") + "/current"}
     for pattern in C.MANAGED_PATHS:
         paths.update(p for p in h.glob(pattern) if not os.path.isdir(h.path(p)) or os.path.islink(h.path(p)))
     for k in facts["kernel"]["installed"]:

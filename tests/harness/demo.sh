@@ -2,8 +2,10 @@
 # `make demo`: the main job against a throwaway VM of the test harness.
 #   1. boot a Debian 12 VM on a real kernel (tests/harness/vm.py; the image is built once and cached)
 #   2. install the test-only stand-ins for nvidia/nvidia-peermem in it (no GPU here)
-#   3. run site.yml against it with the fixture gdrcopy source (or GDRCOPY_SOURCE_TARBALL)
+#   3. run site.yml against it with the fixture gdrcopy source (or GDRCOPY_SOURCE_TARBALL), then once more: the
+#      host is converged, so preflight's one read finds nothing to do and the run must change nothing
 #   4. print the host's status; stop the VM unless KEEP_VM=1
+# Plain Ansible throughout (the repository's ansible.cfg), as a user runs it; `make test` runs this too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 demo=.cache/demo
@@ -33,6 +35,14 @@ echo "== test-only stand-ins for nvidia and nvidia-peermem (this VM has no GPU)"
 ansible-playbook -i "$demo/inventory.yml" tests/harness/standins.yml
 echo "== site.yml"
 ansible-playbook -i "$demo/inventory.yml" site.yml
+echo "== site.yml again (nothing to do)"
+ansible-playbook -i "$demo/inventory.yml" site.yml | tee "$demo/rerun.log"
+grep -q "converged: as the last verified run left it" "$demo/rerun.log" \
+  || { echo "the rerun did not find the host converged ($demo/rerun.log)" >&2; exit 1; }
+# Nothing changed on the host (the fleet report on the controller, "gdrcopy-demo -> localhost", may be rewritten).
+if grep -E "^changed: \[gdrcopy-demo\]" "$demo/rerun.log"; then
+  echo "the rerun changed the host ($demo/rerun.log)" >&2; exit 1
+fi
 echo "== status"
 ansible-playbook -i "$demo/inventory.yml" playbooks/status.yml
 if [ "${KEEP_VM:-0}" = 1 ]; then
