@@ -6,6 +6,7 @@ modules skips this test (the image scenario proves kernel.modules_disabled=1 on 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,16 +40,17 @@ def test_preflight_stops_a_host_that_cannot_load_modules_and_changes_nothing(tmp
     assert not (tmp_path / "cache").exists(), "preflight stopped before fetching the source"
 
 
-def preflight_inputs(tmp_path, **extra_vars):
-    """Run preflight on the controller (it stops at the module check here, after the digests) and return the
-    gdrcopy_run_inputs it set, read from the json callback."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+def preflight_inputs(tmp_path, project=REPO, **extra_vars):
+    """Run preflight (of `project`) on the controller (it stops at the module check here, after the digests) and
+    return the gdrcopy_run_inputs it set, read from the json callback."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
              "gdrcopy_cache_dir": str(tmp_path / "cache"), **extra_vars}
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                        str(REPO / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                        str(project / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],
+                       cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert "Unable to find" not in r.stderr, r.stderr
     tasks = json.loads(r.stdout)["plays"][0]["tasks"]
     found = [t["hosts"]["localhost"]["ansible_facts"]["gdrcopy_run_inputs"] for t in tasks
              if t["task"]["name"] == "Digest this run's inputs"]
@@ -88,3 +90,21 @@ def test_the_run_inputs_change_with_a_variable_and_the_code_but_never_carry_a_se
     assert one["mok_signing_controller_cert"] != two["mok_signing_controller_cert"]
     assert {k: v for k, v in one.items() if k != "mok_signing_controller_cert"} == {
         k: v for k, v in two.items() if k != "mok_signing_controller_cert"}
+
+
+def test_the_code_digest_follows_every_file_the_roles_run_and_no_doc(tmp_path):
+    """A copy of the project: editing a role's task file, a template or a module changes the code digest (the
+    next run on a converged host then runs every task); editing a README does not."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for part in ("ansible.cfg", "roles", "library", "module_utils", "playbooks", "src", "README.md"):
+        (shutil.copytree if (REPO / part).is_dir() else shutil.copy2)(REPO / part, project / part)
+    digests = [preflight_inputs(tmp_path, project)["code"]]
+    for edited in ("README.md", "roles/gdrcopy/README.md", "roles/gdrcopy/tasks/load.yml",
+                   "roles/gdrcopy/templates/modprobe-gdrdrv.conf.j2", "roles/mok_signing/files/mok-sign",
+                   "module_utils/gdrcopy_converged.py", "src/releases.yml"):
+        with open(project / edited, "a") as f:
+            f.write("\n# edited\n")
+        digests.append(preflight_inputs(tmp_path, project)["code"])
+    assert digests[0] == digests[1] == digests[2], "a README is no input"
+    assert len(set(digests[2:])) == len(digests) - 2, digests
