@@ -400,6 +400,10 @@ converged:
     differences: {description: Why not, the first sentences (what changed)., type: list, elements: str}
     state: {description: The fingerprint of the host's state (what a record holds)., type: dict}
     record: {description: The record's path., type: str}
+    verified_tests:
+      description: The GPU test results (as I(tests)) of the verified run that wrote the record.
+      returned: when I(ok) and the record holds them
+      type: dict
 """
 
 import glob
@@ -1093,7 +1097,10 @@ def converged_facts(h, facts, prefix, inputs):
     except ValueError:
         record = None
     diff = C.differences(record, state, inputs)
-    return {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
+    out = {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
+    if not diff and isinstance(record.get("verify"), dict):
+        out["verified_tests"] = record["verify"]
+    return out
 
 
 # --- the whole picture ----------------------------------------------------------------------------------------

@@ -238,3 +238,14 @@ def test_the_record_path_is_what_verify_writes():
     verify = (REPO / "playbooks" / "verify.yml").read_text()
     assert "__verify_info.converged.record" in verify and C.RECORD_PATH == "/var/lib/gdrcopy-ansible/converged.json"
     assert Path(REPO / "module_utils" / "gdrcopy_converged.py").read_text().count("RECORD_PATH =") == 1
+
+
+def test_a_converged_host_returns_the_test_results_its_record_keeps(converged_root):
+    assert "verified_tests" not in gather(converged_root)["converged"]  # a record without them (an older one)
+    state = gather(converged_root)["converged"]["state"]
+    tests = {"ran": False, "reason": "no NVIDIA GPU on this host: only the GPU-less smoke check applies"}
+    write(converged_root, C.RECORD_PATH, json.dumps({"version": state["version"], "inputs": INPUTS, "state": state,
+                                                      "verify": tests}))
+    assert gather(converged_root)["converged"]["verified_tests"] == tests
+    other = gather(converged_root, inputs=dict(INPUTS, code="changed"))["converged"]
+    assert not other["ok"] and "verified_tests" not in other  # not converged: nothing recorded applies

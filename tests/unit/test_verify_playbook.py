@@ -23,3 +23,21 @@ def test_verify_fails_the_host_when_the_smoke_check_failed(tmp_path):
     rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke)
     assert rc == 2
     assert "the gdrcopy smoke check failed: gdr_open failed: /dev/gdrdrv is missing" in out
+
+
+def test_a_converged_host_reports_the_tests_of_the_run_its_record_keeps(tmp_path):
+    """On the fast path verify runs no GPU test: it reports the results the verified run recorded (so a converged
+    run's fleet report is the last full run's), or says why there are none."""
+    smoke = {"ran": True, "method": "library", "passed": True, "runtime_version": "2.6", "driver_version": "2.6",
+             "expected": "2.6", "msg": "gdr_open succeeded; runtime 2.6, driver 2.6"}
+    tests = {"ran": True, "reason": "", "gpu_id": 0,
+             "sanity": {"ok": True, "msg": "Total: 36, Passed: 36, Failed: 0, Waived: 0", "total": 36, "passed": 36,
+                        "failed": 0, "waived": 0, "failed_tests": [], "argv": ["gdrcopy_sanity"], "rc": 0},
+             "copybw": {"ok": False, "error": "not run"}, "copylat": {"ok": False, "error": "not run"}}
+    recorded = {"converged": {"ok": True, "verified_tests": tests}}
+    rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True, gdrcopy_preflight_info=recorded)
+    assert rc == 0, out
+    assert '"gpu_tests": "on GPU 0"' in out and "Total: 36, Passed: 36, Failed: 0, Waived: 0" in out, out
+    rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True,
+                   gdrcopy_preflight_info={"converged": {"ok": True}})
+    assert rc == 0 and "skipped: converged: the run that left this host as it is ran them" in out, out
