@@ -12,31 +12,44 @@ SCENARIO ?= default
 SCENARIOS ?= default secureboot
 SCENARIOS_ALL := default secureboot image
 
-.PHONY: help setup test test-all lint unit molecule demo demo-down timings clean bench bench-fleet bench-host
+.PHONY: help setup setup-vm test test-all lint unit collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host
 
 help:
 	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
 	@echo "make test   - lint, unit tests, molecule scenario(s) on real kernels in QEMU, then make demo (what CI runs)"
 	@echo "make test-all - make test plus the image scenario (golden image, kernel hook)"
-	@echo "make lint | unit | molecule [SCENARIO=name] | timings | clean"
+	@echo "make lint | unit | collection | matrix | molecule [SCENARIO=name] | timings | clean"
 
-## Set-up: Debian packages (only the missing ones) and a pinned virtual environment.
-setup: $(VENV)/.installed
+## Set-up: a pinned virtual environment and the test collections, without root. The VM scenarios and the demo
+## also need Debian packages (QEMU, OVMF, debootstrap, Chromium): `make setup-vm` installs the missing ones as root.
+PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location .* is ignored" || true; }
+COLLECTIONS_CACHE := .cache/collections
+setup: $(VENV)/.installed $(COLLECTIONS_CACHE)/.installed
+
+setup-vm: setup
 	@tests/harness/setup-host.sh
 
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt
-	@tests/harness/setup-host.sh
-	@$(TIMED) venv bash -c 'set -o pipefail; python3 -m venv $(VENV) && $(BIN)/pip install -q --disable-pip-version-check -r requirements-test.txt -c constraints.txt 2>&1 | { grep -v "^WARNING: Location .* is ignored" || true; }'
+	@$(TIMED) venv bash -c 'set -o pipefail; python3 -m venv $(VENV) && $(BIN)/pip install -q --disable-pip-version-check -r requirements-test.txt -c constraints.txt $(PIP_QUIET)'
+	@touch $@
+
+# community.general and ansible.posix from the ansible wheel on PyPI (Galaxy is not reachable from CI).
+$(COLLECTIONS_CACHE)/.installed: $(VENV)/.installed collections/requirements.yml tests/requirements.yml tests/harness/unpack_collections.py
+	@$(BIN)/python tests/harness/unpack_collections.py --dest $(COLLECTIONS_CACHE) $(PIP_QUIET)
 	@touch $@
 
 ## The test command (README, .ci/run).
-# The VM image (built once, then cached) is made in the background while lint and the unit tests run: on a fresh
-# machine that hides its build (3-4 min) behind them. The scenarios start once it is there. They run under Mitogen
-# (molecule.yml); `make demo` last runs site.yml twice with plain Ansible, as a user does.
-test: setup
+# The VM image (built once, then cached) is made in the background while lint, the unit tests, the collection
+# checks and the ansible-core matrix run: on a fresh machine that hides its build (3-4 min) behind them. The
+# scenarios start once it is there. They run under Mitogen (molecule.yml); `make demo` last runs site.yml twice
+# with plain Ansible, as a user does. The screenshot test must run here (GDRCOPY_REQUIRE_BROWSER).
+test: setup-vm
 	@rm -f .cache/timings.txt; mkdir -p .cache; \
 	$(TIMED) vm-image python3 tests/harness/vm.py image >.cache/vm-image.log 2>&1 & image=$$!; \
-	if ! { $(TIMED) lint $(MAKE) --no-print-directory lint && $(TIMED) unit $(MAKE) --no-print-directory unit; }; then \
+	if ! { $(TIMED) lint $(MAKE) --no-print-directory lint \
+	       && $(TIMED) unit $(MAKE) --no-print-directory unit GDRCOPY_REQUIRE_BROWSER=1 \
+	       && $(TIMED) collection $(MAKE) --no-print-directory collection \
+	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix; }; then \
 	  wait $$image; exit 1; fi; \
 	wait $$image || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
 	rc=0; for s in $(SCENARIOS); do \
@@ -48,27 +61,41 @@ test: setup
 test-all:
 	@$(MAKE) --no-print-directory test SCENARIOS="$(SCENARIOS_ALL)"
 
+# No root, QEMU, OVMF or browser needed for lint and unit.
 lint: setup
 	yamllint -s .
 	ansible-lint
+	python3 tools/argspec_docs.py --check
 
+export GDRCOPY_REQUIRE_BROWSER
 unit: setup
 	pytest -q tests/unit
 
-molecule: setup
+# The artifact: built, installed into an empty collections path and run from outside the checkout
+# (tests/harness/collection_check.py); ansible-test sanity and units on a copy laid out as ansible_collections/.
+collection: setup
+	python3 tests/harness/collection_check.py --work .cache/collection-check
+	tests/harness/ansible_test.sh sanity --venv
+	tests/harness/ansible_test.sh units --venv
+
+# The unit tests and the installed collection on every ansible-core minor of meta/runtime.yml (tests/harness/matrix.py).
+matrix: setup
+	python3 tests/harness/matrix.py
+
+molecule: setup-vm
 	molecule test -s $(SCENARIO)
 
 ## Benchmarks (not CI): ratios measured in one run, printed and saved under benchmarks/results/.
-bench-fleet: setup
+bench-fleet: setup-vm
 	python3 benchmarks/fleet.py $(BENCH_ARGS)
 
-bench-host: setup
+bench-host: setup-vm
 	python3 benchmarks/host.py $(BENCH_ARGS)
 
 bench: bench-host bench-fleet
 
 ## The main job against a throwaway VM.
-demo: setup
+demo: setup-vm
 	@tests/harness/demo.sh
 
 demo-down:

@@ -227,7 +227,9 @@ def kvm_works(image: Path, kernel: str) -> bool:
     cmd = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "512", "-display", "none", "-no-reboot",
            "-serial", "stdio", "-monitor", "none", "-kernel", str(image / "boot" / f"vmlinuz-{kernel}"),
            "-initrd", str(image / "boot" / f"initrd.img-{kernel}"), "-append", "console=ttyS0 panic=-1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    # Its own stdin: `-serial stdio` makes QEMU set O_NONBLOCK (and raw mode, on a terminal) on fd 0 and undo it only
+    # at a clean exit, which the kill below is not; on the caller's stdin that broke the next ansible-playbook.
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     os.set_blocking(proc.stdout.fileno(), False)
     seen, deadline = b"", time.monotonic() + 20
     while time.monotonic() < deadline and proc.poll() is None and KVM_PROBE_MARKER not in seen:
@@ -303,7 +305,7 @@ class VM:
         overlay = self.state / "overlay.qcow2"
         if not overlay.exists():
             subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                            str(disk), str(overlay)], check=True)
+                            str(disk), str(overlay)], check=True, stdin=subprocess.DEVNULL)
         port = free_port()
         known_hosts = self.state / "known_hosts"
         known_hosts.write_text("".join(f"[127.0.0.1]:{port} {p.read_text().split()[0]} {p.read_text().split()[1]}\n"
@@ -386,7 +388,8 @@ class VM:
                "-display", "none", "-monitor", "none",
                "-daemonize", "-pidfile", str(self.state / "qemu.pid")]
         start = time.monotonic()
-        subprocess.run(cmd, check=True, stdout=sys.stderr)
+        # No QEMU gets the caller's stdin (see kvm_works): the daemon outlives this call.
+        subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=sys.stderr)
         info["kernel"] = kernel
         info["console"] = str(console)
         info["pid"] = self.pid()

@@ -1,25 +1,27 @@
-"""Unit-test set-up: the project's module_utils and library on sys.path, and the shared host captures."""
+"""Unit-test set-up: the collection importable as ansible_collections.gpufleet.gdrcopy (the checkout's own link,
+collections/ansible_collections/gpufleet/gdrcopy), the host captures under tests/fixtures, and helpers."""
 
 import importlib.machinery
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "module_utils"), str(REPO / "library")]
-SHARED = Path(os.environ.get("GDRCOPY_SHARED_DIR", REPO.parent / "shared")).resolve()
+COLLECTIONS = REPO / "collections"
+if str(COLLECTIONS) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS))
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture
-def shared_fixture():
-    """Read a file of ../shared/fixtures (read-only captures of real hosts)."""
+def host_fixture():
+    """Read a file of tests/fixtures (read-only captures of real hosts, and test data)."""
     def read(host, rel):
-        path = SHARED / "fixtures" / host / rel
+        path = FIXTURES / host / rel
         if not path.exists():
-            pytest.fail(f"missing shared fixture {path}: is ../shared beside the project?")
+            pytest.fail(f"missing fixture {path}")
         return path.read_text()
     return read
 

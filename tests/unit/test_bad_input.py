@@ -16,7 +16,7 @@ BIN = Path(sys.executable).parent
 
 
 def validate(tmp_path, role, **variables):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     extra = dict(variables, validate_role=role, ansible_python_interpreter=sys.executable)
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)],

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import gdrcopy_converged as C
-import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
 from conftest import REPO
 from test_gdrcopy_info import KERNEL, params, working_module, working_root, write  # noqa: F401 (fixture)
 
@@ -237,7 +237,7 @@ def test_every_file_the_roles_write_on_a_host_is_watched():
 def test_the_record_path_is_what_verify_writes():
     verify = (REPO / "playbooks" / "verify.yml").read_text()
     assert "__verify_info.converged.record" in verify and C.RECORD_PATH == "/var/lib/gdrcopy-ansible/converged.json"
-    assert Path(REPO / "module_utils" / "gdrcopy_converged.py").read_text().count("RECORD_PATH =") == 1
+    assert Path(REPO / "plugins" / "module_utils" / "gdrcopy_converged.py").read_text().count("RECORD_PATH =") == 1
 
 
 def test_a_converged_host_returns_the_test_results_its_record_keeps(converged_root):

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import gdrcopy_info
-from conftest import REPO, SHARED
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
+from conftest import FIXTURES, REPO
 
-H200 = SHARED / "fixtures" / "hosts" / "h200-vm-modules-disabled"
+H200 = FIXTURES / "hosts" / "h200-vm-modules-disabled"
 DEVICE = REPO / "tests" / "fixtures" / "hosts" / "h200-device-gdrcopy-2.6-tests"
 SMI = "/usr/local/nvidia/bin/nvidia-smi"
 SMI_QUERY = (SMI, "--query-gpu=index,name,pci.bus_id,driver_version,memory.total,memory.used,pcie.link.gen.current,"
@@ -64,8 +64,8 @@ def params(root, **extra):
 
 
 @pytest.fixture
-def h200(tmp_path, shared_fixture):
-    shared_fixture("hosts/h200-vm-modules-disabled", "README.md")  # fails clearly when ../shared is missing
+def h200(tmp_path, host_fixture):
+    host_fixture("hosts/h200-vm-modules-disabled", "README.md")  # fails clearly when the capture is missing
     root = copy_capture(H200 / "fs", tmp_path / "h200")
     m = FakeModule(tools={"nvidia-smi": SMI}, outputs={
         SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"),
@@ -140,8 +140,8 @@ def test_the_h200_capture_rdma_and_peermem(h200):
     assert r["tests"] == {"ran": False, "reason": "no test asked for", "gpu_id": 0}
 
 
-def test_without_nvidia_smi_the_gpu_comes_from_sysfs_and_procfs(tmp_path, shared_fixture):
-    shared_fixture("hosts/h200-vm-modules-disabled", "README.md")
+def test_without_nvidia_smi_the_gpu_comes_from_sysfs_and_procfs(tmp_path, host_fixture):
+    host_fixture("hosts/h200-vm-modules-disabled", "README.md")
     root = copy_capture(H200 / "fs", tmp_path / "h200")
     m = FakeModule()
     r = gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
@@ -539,7 +539,7 @@ def test_the_documented_options_are_the_argument_spec():
         assert sorted(doc[name].get("choices", [])) == sorted(spec.get("choices", [])), name
 
 
-def test_every_returned_key_is_documented(h200, tmp_path, shared_fixture):
+def test_every_returned_key_is_documented(h200, tmp_path, host_fixture):
     documented = set(yaml.safe_load(gdrcopy_info.RETURN))
     assert set(h200[1]) == documented - {"smoke", "converged"}  # those two only when asked for
     root = copy_capture(H200 / "fs", tmp_path / "asked")
@@ -549,9 +549,8 @@ def test_every_returned_key_is_documented(h200, tmp_path, shared_fixture):
 
 
 def test_ansible_doc_renders_the_module():
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "library"), ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"),
-               ANSIBLE_NOCOLOR="1")
-    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gdrcopy_info"],
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gpufleet.gdrcopy.gdrcopy_info"],
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "RETURN VALUES" in r.stdout and "run_tests" in r.stdout and "ERROR" not in r.stderr

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
-import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 
 H200 = "hosts/h200-vm-modules-disabled"
 
 
-def test_nvidia_proc_version_open_from_the_h200_capture(shared_fixture):
-    text = shared_fixture(H200, "fs/proc/driver/nvidia/version")
+def test_nvidia_proc_version_open_from_the_h200_capture(host_fixture):
+    text = host_fixture(H200, "fs/proc/driver/nvidia/version")
     assert P.parse_nvidia_proc_version(text) == {"version": "580.159.04", "flavor": "open"}
 
 
@@ -25,8 +25,8 @@ def test_nvidia_proc_version_unparseable_is_empty(text):
     assert P.parse_nvidia_proc_version(text) == {}
 
 
-def test_proc_devices_of_the_h200_capture_has_no_gdrdrv(shared_fixture):
-    devices = P.parse_proc_devices(shared_fixture(H200, "fs/proc/devices"))
+def test_proc_devices_of_the_h200_capture_has_no_gdrdrv(host_fixture):
+    devices = P.parse_proc_devices(host_fixture(H200, "fs/proc/devices"))
     assert devices["char"]["nvidia"] == 195
     assert devices["char"]["nvidia-uvm"] == 238
     assert "gdrdrv" not in devices["char"]
@@ -38,8 +38,8 @@ def test_proc_devices_dynamic_major():
         "mem": 1, "gdrdrv": 509}
 
 
-def test_proc_modules_of_the_h200_capture(shared_fixture):
-    mods = P.parse_proc_modules(shared_fixture(H200, "fs/proc/modules"))
+def test_proc_modules_of_the_h200_capture(host_fixture):
+    mods = P.parse_proc_modules(host_fixture(H200, "fs/proc/modules"))
     assert set(mods) == {"nvidia_uvm", "nvidia"}
     assert mods["nvidia"]["state"] == "Live" and mods["nvidia"]["taints"] == "O"
 
@@ -121,8 +121,8 @@ def test_choose_nvidia_source_without_driver():
     assert P.choose_nvidia_source([], "535.261.03", "open") == (None, "no NVIDIA kernel source tree (nv-p2p.h) was found")
 
 
-def test_kconfig_of_the_h200_capture(shared_fixture):
-    conf = P.parse_kconfig(shared_fixture(H200, "cmd/kconfig_subset.txt"))
+def test_kconfig_of_the_h200_capture(host_fixture):
+    conf = P.parse_kconfig(host_fixture(H200, "cmd/kconfig_subset.txt"))
     assert conf["CONFIG_MODULE_SIG_FORCE"] == "y"
     assert conf["CONFIG_MODVERSIONS"] == "n"
 
@@ -157,8 +157,8 @@ def device(name):
     return "".join(lines[:-1]), int(lines[-1].strip().removeprefix("__rc="))
 
 
-def test_proc_version_release_of_the_h200_capture(shared_fixture):
-    assert P.parse_proc_version_release(shared_fixture(H200, "fs/proc/version")) == "6.18.44-fc-v657-gpu"
+def test_proc_version_release_of_the_h200_capture(host_fixture):
+    assert P.parse_proc_version_release(host_fixture(H200, "fs/proc/version")) == "6.18.44-fc-v657-gpu"
     assert P.parse_proc_version_release("") == ""
 
 
@@ -218,8 +218,8 @@ def test_openssl_subject():
 
 # --- nvidia-smi, sysfs, procfs --------------------------------------------------------------------------------
 
-def test_nvidia_smi_query_of_both_captures(shared_fixture):
-    for text in (shared_fixture(H200, "cmd/nvidia_smi_query_csv.txt"), device("nvidia_smi_query_csv")[0]):
+def test_nvidia_smi_query_of_both_captures(host_fixture):
+    for text in (host_fixture(H200, "cmd/nvidia_smi_query_csv.txt"), device("nvidia_smi_query_csv")[0]):
         rows = P.parse_nvidia_smi_query(text)
         assert rows == [{"index": 0, "name": "NVIDIA H200", "pci.bus_id": "00000000:00:06.0",
                          "driver_version": "580.159.04", "memory.total": 143771, "memory.used": 0,
@@ -227,14 +227,14 @@ def test_nvidia_smi_query_of_both_captures(shared_fixture):
                          "pcie.link.width.max": 16}]
 
 
-def test_nvidia_smi_query_rejects_an_error_and_keeps_na_as_none(shared_fixture):
-    assert P.parse_nvidia_smi_query(shared_fixture(H200, "cmd/nvidia_smi_bar1_csv.txt")) == []
+def test_nvidia_smi_query_rejects_an_error_and_keeps_na_as_none(host_fixture):
+    assert P.parse_nvidia_smi_query(host_fixture(H200, "cmd/nvidia_smi_bar1_csv.txt")) == []
     text = "index, name, memory.total [MiB]\n0, Tesla T4, [N/A]\n"
     assert P.parse_nvidia_smi_query(text) == [{"index": 0, "name": "Tesla T4", "memory.total": None}]
 
 
-def test_nvidia_smi_q_sections_of_the_full_h200_capture(shared_fixture):
-    q = P.parse_nvidia_smi_q(shared_fixture(H200, "cmd/nvidia_smi_q.txt"))
+def test_nvidia_smi_q_sections_of_the_full_h200_capture(host_fixture):
+    q = P.parse_nvidia_smi_q(host_fixture(H200, "cmd/nvidia_smi_q.txt"))
     assert (q["driver_version"], q["cuda_version"]) == ("580.159.04", "13.0")
     gpu = q["gpus"]["00000000:00:06.0"]
     assert gpu["BAR1 Memory Usage"] == {"Total": "262144 MiB", "Used": "1 MiB", "Free": "262143 MiB"}
@@ -257,18 +257,18 @@ def test_smi_bus_to_sysfs(given, expected):
     assert P.smi_bus_to_sysfs(given) == expected
 
 
-def test_link_speed_and_width_of_the_h200_capture(shared_fixture):
-    speed = P.parse_link_speed(shared_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/current_link_speed"))
+def test_link_speed_and_width_of_the_h200_capture(host_fixture):
+    speed = P.parse_link_speed(host_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/current_link_speed"))
     assert speed == 32.0 and P.pcie_generation(speed) == 5
-    assert P.parse_int(shared_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/max_link_width")) == 16
-    assert P.parse_int(shared_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/numa_node")) == -1
+    assert P.parse_int(host_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/max_link_width")) == 16
+    assert P.parse_int(host_fixture(H200, "fs/sys/bus/pci/devices/0000:00:06.0/numa_node")) == -1
     assert P.parse_link_speed("Unknown") is None and P.pcie_generation(None) is None
     assert P.parse_link_speed("8.0 GT/s PCIe") == 8.0 and P.pcie_generation(2.5) == 1
     assert P.parse_int("x", -1) == -1
 
 
-def test_nvidia_gpu_information_of_the_h200_capture(shared_fixture):
-    info = P.parse_nvidia_gpu_information(shared_fixture(H200, "fs/proc/driver/nvidia/gpus/0000:00:06.0/information"))
+def test_nvidia_gpu_information_of_the_h200_capture(host_fixture):
+    info = P.parse_nvidia_gpu_information(host_fixture(H200, "fs/proc/driver/nvidia/gpus/0000:00:06.0/information"))
     assert (info["Model"], info["Bus Location"], info["Device Minor"]) == ("NVIDIA H200", "0000:00:06.0", "0")
 
 

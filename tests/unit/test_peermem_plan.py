@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 import pytest
 
 IB = {

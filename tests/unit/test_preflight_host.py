@@ -44,7 +44,8 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
     """Run preflight (of `project`) on the controller (it stops at the module check here, after the digests) and
     return the gdrcopy_run_inputs it set, read from the json callback."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",  # a test collection (make setup unpacks it)
+               ANSIBLE_COLLECTIONS_PATH="%s:%s" % (project / "collections", REPO / ".cache" / "collections"))
     extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
              "gdrcopy_cache_dir": str(tmp_path / "cache"), **extra_vars}
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
@@ -66,6 +67,7 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
     return found[0]
 
 
+@pytest.mark.slow
 def test_the_run_inputs_change_with_a_variable_and_the_code_but_never_carry_a_secret(tmp_path):
     base = preflight_inputs(tmp_path)
     assert set(base) == {"code", "mode", "gdrcopy", "mok_signing", "nvidia_peermem"}
@@ -92,19 +94,24 @@ def test_the_run_inputs_change_with_a_variable_and_the_code_but_never_carry_a_se
         k: v for k, v in two.items() if k != "mok_signing_controller_cert"}
 
 
+@pytest.mark.slow
 def test_the_code_digest_follows_every_file_the_roles_run_and_no_doc(tmp_path):
     """A copy of the project: editing a role's task file, a template or a module changes the code digest (the
     next run on a converged host then runs every task); editing a README does not; where the project lies does
     not matter."""
     project = tmp_path / "project"
     project.mkdir()
-    for part in ("ansible.cfg", "roles", "library", "module_utils", "playbooks", "src", "README.md"):
+    for part in ("ansible.cfg", "galaxy.yml", "roles", "plugins", "playbooks", "src", "README.md"):
         (shutil.copytree if (REPO / part).is_dir() else shutil.copy2)(REPO / part, project / part)
+    # the copy is its own collection, as a checkout is (its lookup digests the copy, not this checkout)
+    (project / "collections" / "ansible_collections" / "gpufleet").mkdir(parents=True)
+    (project / "collections" / "ansible_collections" / "gpufleet" / "gdrcopy").symlink_to("../../..")
     digests = [preflight_inputs(tmp_path, project)["code"]]
     assert preflight_inputs(tmp_path)["code"] == digests[0], "the same code digests the same from any checkout"
     for edited in ("README.md", "roles/gdrcopy/README.md", "roles/gdrcopy/tasks/load.yml",
                    "roles/gdrcopy/templates/modprobe-gdrdrv.conf.j2", "roles/mok_signing/files/mok-sign",
-                   "module_utils/gdrcopy_converged.py", "src/releases.yml"):
+                   "plugins/module_utils/gdrcopy_converged.py", "roles/gdrcopy/files/releases.yml",
+                   "plugins/lookup/code_digest.py"):
         with open(project / edited, "a") as f:
             f.write("\n# edited\n")
         digests.append(preflight_inputs(tmp_path, project)["code"])

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import gdrcopy_parsers as P
-import gdrcopy_report as R
-import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_report as R
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
 from conftest import REPO
 from test_gdrcopy_info import params, working_module, working_root  # noqa: F401  (fixture)
 from test_parsers import COPYBW, COPYLAT_AVG, SANITY_PASSED
@@ -179,11 +179,10 @@ def test_json_is_the_report(report):
 def run_module(tmp_path, dest, hosts, check=False):
     playbook = tmp_path / "report.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"gdrcopy_report": {"dest": str(dest), "hosts": "{{ fleet }}"}, "register": "out"},
+        {"gpufleet.gdrcopy.gdrcopy_report": {"dest": str(dest), "hosts": "{{ fleet }}"}, "register": "out"},
         {"ansible.builtin.debug": {"var": "out"}}]}]))
     (tmp_path / "vars.json").write_text(json.dumps({"fleet": hosts, "ansible_python_interpreter": sys.executable}))
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "library"), ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
            "-e", "@" + str(tmp_path / "vars.json")] + (["--check"] if check else [])
@@ -206,7 +205,7 @@ def test_the_module_writes_three_files_and_changes_only_when_the_fleet_does(tmp_
 
 
 def test_ansible_doc_renders_the_module():
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "library"), ANSIBLE_NOCOLOR="1")
-    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gdrcopy_report"],
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gpufleet.gdrcopy.gdrcopy_report"],
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "RETURN VALUES" in r.stdout and "ERROR" not in r.stderr, r.stderr

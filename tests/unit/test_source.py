@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 
 
 def run(tmp_path, **extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     extra.setdefault("gdrcopy_cache_dir", str(tmp_path / "cache"))
@@ -79,7 +79,7 @@ def test_a_corrupt_cached_tarball_is_fetched_again(tmp_path):
 def test_an_unknown_release_is_refused_before_any_download(tmp_path):
     rc, out, _ = run(tmp_path, gdrcopy_version="2.9")
     assert rc != 0
-    assert 'gdrcopy_version "2.9" is not in src/releases.yml' in out
+    assert 'gdrcopy_version "2.9" is not in the release table' in out
     assert not (tmp_path / "cache").exists()
 
 

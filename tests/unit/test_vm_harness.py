@@ -1,6 +1,10 @@
 """tests/harness/vm.py's pure parts: which mounts belong to an image root (so `unroot` unmounts exactly those,
-deepest first, and never deletes a tree with the build host's /dev still mounted in it), and the image key."""
+deepest first, and never deletes a tree with the build host's /dev still mounted in it), and the image key; and the
+KVM probe's hands off the caller's standard input."""
 
+import os
+import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -67,3 +71,65 @@ def test_the_cut_proxy_relays_the_first_connections_then_refuses(tmp_path):
     assert b"connection 3 refused" in r.stderr
     assert count.read_text() == "3\n"
     server.close()
+
+
+# What QEMU does to its standard input with `-serial stdio` (char-stdio.c, qemu_chr_open_stdio): O_NONBLOCK on fd 0
+# and, on a terminal, raw mode; both are undone only by an atexit handler, which a SIGKILL never runs.
+FAKE_QEMU = """#!{python}
+import fcntl, os, sys, termios, time
+fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)
+if os.isatty(0):
+    attrs = termios.tcgetattr(0)
+    attrs[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)
+    termios.tcsetattr(0, termios.TCSANOW, attrs)
+sys.stdout.buffer.write(b"[    0.5] Run /init as init process\\n")
+sys.stdout.flush()
+while True:
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("kind", ["pipe", "pty"])
+def test_the_kvm_probe_leaves_the_callers_stdin_blocking(kind, tmp_path, monkeypatch):
+    """The first `make demo` on a fresh host stopped right after boot: `Ansible requires blocking IO on
+    stdin/stdout/stderr. Non-blocking file handles detected: <stdin>`. The KVM probe (vm.kvm_works, run as is)
+    started QEMU with `-serial stdio` on the caller's stdin; QEMU set O_NONBLOCK on that file description (and raw
+    mode on a terminal) and the probe's SIGKILL left it so. Every QEMU the harness starts gets /dev/null instead.
+
+    The `qemu-system-x86_64` on PATH here is a stand-in, so the test runs without QEMU or /dev/kvm: it does what
+    QEMU's stdio chardev does to fd 0 (fcntl O_NONBLOCK, raw mode on a tty), prints the marker the probe waits for,
+    and sleeps until the probe kills it. Real QEMU 7.2 does the same: a pipe given to it as stdin comes back
+    non-blocking after the kill, a pty non-blocking and in raw mode."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "qemu-system-x86_64"
+    fake.write_text(FAKE_QEMU.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GDRCOPY_VM_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: path == "/dev/kvm" or real_access(path, mode, **kw))
+
+    if kind == "pipe":
+        ours, other = os.pipe()
+    else:
+        other, ours = os.openpty()  # stdin is the pty's terminal side
+    try:
+        tty_before = termios.tcgetattr(ours) if kind == "pty" else None
+        assert os.get_blocking(ours)
+        saved = os.dup(0)
+        try:
+            os.dup2(ours, 0)
+            assert vm.kvm_works(tmp_path / "image", "6.1.0-test") is True  # the stand-in ran and was killed
+            stdin_blocking = os.get_blocking(0)
+        finally:
+            os.dup2(saved, 0)
+            os.close(saved)
+        damage = [what for what, bad in [
+            ("stdin left non-blocking", not stdin_blocking or not os.get_blocking(ours)),
+            ("terminal settings changed", kind == "pty" and termios.tcgetattr(ours) != tty_before)] if bad]
+    finally:
+        os.close(ours)
+        os.close(other)
+    assert damage == []

@@ -121,7 +121,7 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - Parsing lives in C(module_utils/gdrcopy_parsers.py) as pure functions, unit-tested with captured text.
+  - Parsing lives in C(plugins/module_utils/gdrcopy_parsers.py) as pure functions, unit-tested with captured text.
   - The peer-memory API of C(ib_core) (MLNX_OFED / DOCA-OFED; inbox kernels lack it) is read from
     C(/sys/kernel/mm/memory_peers) (a registered client) or C(/proc/kallsyms) (the exported
     C(ib_register_peer_memory_client)); C(/sys/module/ib_core/version) is reported but proves nothing.
@@ -416,12 +416,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-try:  # the controller's module_utils path (ansible.cfg, molecule.yml)
-    from ansible.module_utils import gdrcopy_parsers as P
-    from ansible.module_utils import gdrcopy_converged as C
-except ImportError:  # pragma: no cover - unit tests import them from the repository
-    import gdrcopy_parsers as P  # noqa: F401
-    import gdrcopy_converged as C  # noqa: F401
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
          "make", "gcc")

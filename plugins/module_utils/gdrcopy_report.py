@@ -1,87 +1,17 @@
-#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 gdrcopy-ansible contributors
+"""The fleet report: rows per host, Markdown, a self-contained HTML page and JSON, from what gdrcopy_info and the
+verify step found on every host. Pure functions and the file writer; the action plugin
+(plugins/action/gdrcopy_report.py) calls them on the controller."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
----
-module: gdrcopy_report
-short_description: Write the gdrcopy fleet report (Markdown, a self-contained HTML page and JSON)
-description:
-  - Runs on the controller (delegated to localhost, run once). Takes what C(gdrcopy_info) and the verify step
-    found on every host and writes one report in three forms into I(dest) - C(gdrcopy-report.md),
-    C(gdrcopy-report.html) (no external assets; one row per host, green/amber/red, blockers spelled out) and
-    C(gdrcopy-report.json) (machine-readable).
-  - A host's health is C(gdrcopy_info)'s, turned red when its smoke check or C(gdrcopy_sanity) failed, or when no
-    data came back from it.
-  - The files are rewritten on every run (their time stamp is the run's); C(changed) is true only when what they
-    say about the fleet differs from the files already there. In check mode nothing is written.
-  - docs/STATUS-REPORT.md explains how to read the report.
-version_added: "0.1.0"
-author: gdrcopy-ansible contributors
-options:
-  hosts:
-    description:
-      - Host name -> C(info) (the registered C(gdrcopy_info) result), C(verify) (the C(gdrcopy_verify) fact, when
-        verify ran), C(smoke) (the C(gdrcopy_smoke) fact, when the gdrcopy role ran), C(mode) (C(host) or
-        C(image)) and C(pending) (sentences about pending reboots or enrollments). A host without C(info) is
-        reported red, as one that failed earlier in the run (its C(verify) and C(smoke) still say why) or was
-        unreachable.
-    type: dict
-    required: true
-  dest:
-    description: Directory the report files are written to (created when missing).
-    type: path
-    required: true
-  title:
-    description: Title of the report.
-    type: str
-    default: gdrcopy fleet report
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-"""
-
-EXAMPLES = r"""
-- name: Write the fleet report on the controller
-  gdrcopy_report:
-    dest: "{{ playbook_dir }}/../reports"
-    hosts: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)
-               | map(attribute='gdrcopy_status', default={}))) }}"
-    title: GPU nodes, rack 12
-  run_once: true
-  delegate_to: localhost
-  become: false
-"""
-
-RETURN = r"""
-files:
-  description: Path of each form written (C(markdown), C(html), C(json)).
-  returned: always
-  type: dict
-summary:
-  description: How many hosts are C(green), C(amber) and C(red), and C(hosts) in all.
-  returned: always
-  type: dict
-  sample: {"green": 7, "amber": 2, "red": 1, "hosts": 10}
-red_hosts:
-  description: The hosts reported red, with their first blocker.
-  returned: always
-  type: dict
-"""
-
 import html
 import json
 import os
-import time
-
-from ansible.module_utils.basic import AnsibleModule
 
 FILES = {"markdown": "gdrcopy-report.md", "html": "gdrcopy-report.html", "json": "gdrcopy-report.json"}
 HEALTH_ORDER = {"red": 0, "amber": 1, "green": 2}
@@ -349,31 +279,3 @@ def write_report(dest, report):
             f.write(RENDERERS[form](report))
         os.rename(tmp, paths[form])
     return paths
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hosts=dict(type="dict", required=True),
-            dest=dict(type="path", required=True),
-            title=dict(type="str", default="gdrcopy fleet report"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    report = build_report(p["hosts"], p["title"], time.strftime("%Y-%m-%d %H:%M:%S %Z"))
-    content = dict(report)
-    content.pop("generated")
-    changed = previous_content(p["dest"]) != json.loads(json.dumps(content))
-    paths = dict((form, os.path.join(p["dest"], name)) for form, name in FILES.items())
-    if not module.check_mode:
-        try:
-            paths = write_report(p["dest"], report)
-        except (IOError, OSError) as err:
-            module.fail_json(msg="cannot write the report into %s: %s" % (p["dest"], err))
-    red = dict((r["host"], r["blockers"][0]) for r in report["hosts"] if r["health"] == "red")
-    module.exit_json(changed=changed, files=paths, summary=report["summary"], red_hosts=red)
-
-
-if __name__ == "__main__":
-    main()

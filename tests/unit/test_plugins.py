@@ -1,0 +1,97 @@
+"""The collection's controller-side plugins: the code_digest lookup, the connection_available test and the
+gdrcopy_report action plugin's argument handling."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.gdrcopy.plugins.lookup import code_digest
+from conftest import REPO
+
+BIN = Path(sys.executable).parent
+TEST_COLLECTIONS = REPO / ".cache" / "collections"  # make setup unpacks community.general there
+
+
+def small_collection(root):
+    for rel, text in {"roles/r/tasks/main.yml": "---\n", "roles/r/README.md": "doc\n", "roles/r/files/x": "x\n",
+                      "plugins/modules/m.py": "# m\n", "plugins/modules/__pycache__/m.cpython-311.pyc": "c",
+                      "playbooks/site.yml": "---\n", "playbooks/README.md": "doc\n", "docs/D.md": "doc\n",
+                      "README.md": "doc\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_digest_covers_what_runs_by_relative_path_and_no_doc(tmp_path):
+    root = small_collection(tmp_path / "a")
+    assert code_digest.code_files(str(root)) == [
+        "playbooks/site.yml", "plugins/modules/m.py", "roles/r/files/x", "roles/r/tasks/main.yml"]
+    expected = hashlib.sha256(b"playbooks/site.yml\nplugins/modules/m.py\nroles/r/files/x\nroles/r/tasks/main.yml\n"
+                              b"---\n# m\nx\n---\n").hexdigest()
+    assert code_digest.digest(str(root)) == expected
+    other = shutil.copytree(root, tmp_path / "elsewhere" / "b")
+    assert code_digest.digest(str(other)) == expected, "where the collection lies does not matter"
+    (other / "README.md").write_text("changed\n")
+    (other / "roles" / "r" / "README.md").write_text("changed\n")
+    assert code_digest.digest(str(other)) == expected, "documentation is no input"
+    (other / "roles" / "r" / "files" / "x").write_text("y\n")
+    assert code_digest.digest(str(other)) != expected
+
+
+def test_the_digest_of_this_collection_is_its_own_root():
+    assert code_digest.OWN_ROOT in (str(REPO), str(REPO / "collections" / "ansible_collections" / "gpufleet"
+                                                  / "gdrcopy"))
+    assert "plugins/lookup/code_digest.py" in code_digest.code_files(code_digest.OWN_ROOT)
+
+
+def test_the_lookup_refuses_a_directory_that_is_no_collection(tmp_path):
+    from ansible.errors import AnsibleLookupError
+    with pytest.raises(AnsibleLookupError, match="no collection root"):
+        code_digest.LookupModule().run([str(tmp_path)])
+
+
+def ansible_playbook(tmp_path, playbook, collections, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=":".join(map(str, collections)),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    r = subprocess.run([str(BIN / "ansible-playbook"), str(playbook), *args], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, " ".join((r.stdout + r.stderr).split())
+
+
+@pytest.mark.parametrize("with_general", [False, True])
+def test_connection_available_follows_what_the_controller_has(tmp_path, with_general):
+    """Run inside Ansible (the collection loader routes short names): core plugins are there, community.general's
+    chroot only with that collection on the collections path, an unknown name never."""
+    book = tmp_path / "t.yml"
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "connection": "local", "tasks": [
+        {"ansible.builtin.debug": {"msg": "RESULT {% for n in names %}{{ n is gpufleet.gdrcopy.connection_available }},"
+                                          "{% endfor %}"},
+         "vars": {"names": ["ssh", "local", "ansible.builtin.ssh", "no.such.connection", "nosuch", "chroot",
+                            "community.general.chroot"]}}]}]))
+    collections = [REPO / "collections"] + ([TEST_COLLECTIONS] if with_general else [])
+    rc, out = ansible_playbook(tmp_path, book, collections, "-i", "localhost,")
+    assert rc == 0, out
+    general = "True" if with_general else "False"
+    assert "RESULT True,True,True,False,False,%s,%s," % (general, general) in out, out
+
+
+def test_an_image_host_without_community_general_stops_in_one_sentence(tmp_path):
+    """Plain ansible-core (the collections path holds only this collection): preflight stops a chroot host before
+    any task needs its connection, and says what to install."""
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("image ansible_connection=community.general.chroot ansible_host=%s\n" % (tmp_path / "root"))
+    rc, out = ansible_playbook(tmp_path, REPO / "playbooks" / "preflight.yml", [REPO / "collections"],
+                               "-i", str(inventory), "-e", json.dumps({"ansible_python_interpreter": sys.executable}))
+    assert rc != 0, out
+    assert ("the connection plugin community.general.chroot (ansible_connection of image) is not installed on the "
+            "controller: image mode through a chroot needs the community.general collection (ansible-galaxy "
+            "collection install -r collections/requirements.yml); nothing was changed.") in out, out
+    assert re.search(r"image : ok=0 changed=0 unreachable=0 failed=1", out), out
