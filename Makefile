@@ -75,8 +75,8 @@ unit: setup
 # (tests/harness/collection_check.py); ansible-test sanity and units on a copy laid out as ansible_collections/.
 collection: setup
 	python3 tests/harness/collection_check.py --work .cache/collection-check
-	tests/harness/ansible_test.sh sanity --venv
-	tests/harness/ansible_test.sh units --venv
+	tests/harness/ansible_test.sh sanity
+	tests/harness/ansible_test.sh units
 
 # The unit tests and the installed collection on every ansible-core minor of meta/runtime.yml (tests/harness/matrix.py).
 matrix: setup

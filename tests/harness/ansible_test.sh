@@ -4,9 +4,28 @@
 # `units` (the plugin tests under tests/unit that need no VM).
 #   tests/harness/ansible_test.sh sanity|units [ansible-test options]
 # The copy holds what git tracks plus new files git does not ignore, not the link collections/ansible_collections.
+# ansible-test runs --local from a virtual environment of its own (.cache/sanity-venv: the pinned ansible-core and
+# ansible-test's requirement files); the pip bootstrap script it would download for its per-test environments comes
+# from tests/harness/get_pip.py instead.
 set -euo pipefail
-export PATH="$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/../.."
+venv=.cache/sanity-venv
+core=$(sed -n 's/^ansible-core==//p' requirements.txt)
+if [ ! -f "$venv/.installed-$core" ]; then
+  rm -rf "$venv"; python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "ansible-core==$core" 2>&1 | { grep -v '^WARNING: Location' || true; }
+  reqs=$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_data/requirements
+  args=(-r "$reqs/units.txt")
+  for f in "$reqs"/sanity.*.txt; do args+=(-r "$f"); done
+  "$venv/bin/pip" install -q --disable-pip-version-check "ansible-core==$core" "${args[@]}" 2>&1 \
+    | { grep -v '^WARNING: Location' || true; }
+  touch "$venv/.installed-$core"
+fi
+export PATH="$PWD/$venv/bin:$PATH"
+# The pip bootstrap ansible-test runs in each of its environments, from the cache it looks in first.
+pip_version=$(sed -n "s/^ *pip='\([0-9.]*\)',$/\1/p" "$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py")
+mkdir -p ~/.ansible/test/cache
+cp tests/harness/get_pip.py ~/.ansible/test/cache/"get_pip_${pip_version//./_}.py"
 what=${1:?sanity or units}; shift
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 root=.cache/ansible-test
@@ -18,10 +37,10 @@ git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/an
 git -C "$dest" init -q && git -C "$dest" add -A
 cd "$dest"
 case $what in
-  sanity) exec ansible-test sanity --python "$py" --color no "$@" ;;
+  sanity) exec ansible-test sanity --local --python "$py" --color no "$@" ;;
   # The tests of the plugins (modules, module_utils, action/lookup/test plugins); the rest of tests/unit run playbooks
   # and host helpers, which `make unit` covers.
-  units) exec ansible-test units --python "$py" --color no "$@" tests/unit/test_parsers.py tests/unit/test_gdrcopy_info.py \
+  units) exec ansible-test units --local --python "$py" --color no "$@" tests/unit/test_parsers.py tests/unit/test_gdrcopy_info.py \
            tests/unit/test_converged.py tests/unit/test_report.py tests/unit/test_peermem_plan.py tests/unit/test_plugins.py ;;
   *) echo "sanity or units" >&2; exit 2 ;;
 esac

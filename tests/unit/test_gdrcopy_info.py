@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, restore_names
 
 H200 = FIXTURES / "hosts" / "h200-vm-modules-disabled"
 DEVICE = REPO / "tests" / "fixtures" / "hosts" / "h200-device-gdrcopy-2.6-tests"
@@ -52,7 +52,7 @@ def copy_capture(src, dst):
         return [n for n in names if os.path.isfile(os.path.join(folder, n))
                 and Path(folder, n).read_bytes() == b"__unreadable\n"]
     shutil.copytree(src, dst, ignore=ignore)
-    return str(dst)
+    return str(restore_names(dst))
 
 
 def params(root, **extra):
