@@ -32,7 +32,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         dest = os.path.expanduser(args["dest"])
         report = R.build_report(args["hosts"], args["title"], time.strftime("%Y-%m-%d %H:%M:%S %Z"))
         content = dict(report)

@@ -17,7 +17,7 @@ description:
   - Documentation (READMEs, C(docs/)) is left out; a README edit is no reason to rerun a converged host.
   - Preflight records the digest with a verified run; a run whose code digests differently is not converged.
 version_added: "0.1.0"
-author: gdrcopy-ansible contributors
+author: gdrcopy-ansible contributors (@gpufleet)
 options:
   _terms:
     description: The collection root to digest. Default - the root of the collection this plugin belongs to.

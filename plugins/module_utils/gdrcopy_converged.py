@@ -135,4 +135,3 @@ def differences(record, state, inputs, limit=5):
             out.append("the run's inputs changed: %s" % part)
     _walk(kernels_by_release(record.get("state") or {}), kernels_by_release(state), "", out, limit)
     return out[:limit]
-

@@ -131,7 +131,8 @@ def parse_gdrdrv_params(text):
     """/proc/driver/gdrdrv/params (gdrdrv 2.5+) -> normalised dict.
 
     Upstream 2.6 prints: 'Version: 2.6', 'Built for NVIDIA driver flavor: opensource|proprietary',
-    'Use persistent mapping: yes|no', 'dbg_enabled: 0', 'info_enabled: 0'. Lines are 'key: value'. Known keys are normalised: version, flavor, use_persistent_mapping, dbg_enabled,
+    'Use persistent mapping: yes|no', 'dbg_enabled: 0', 'info_enabled: 0'. Lines are 'key: value'. Known keys are
+    normalised: version, flavor, use_persistent_mapping, dbg_enabled,
     info_enabled; every line is also kept under 'raw'.
     """
     raw = {}
@@ -285,7 +286,7 @@ def parse_nvidia_smi_query(text):
     header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
     gpus = []
     for line in lines[1:]:
-        values = [v for v in line.split(", ")]
+        values = line.split(", ")
         if len(values) == len(header):
             gpus.append(dict(zip(header, (_smi_value(v) for v in values))))
     return gpus
@@ -322,7 +323,6 @@ def mib(value):
     """'262144 MiB' -> 262144; anything else -> None."""
     m = re.match(r"^(\d+)\s*MiB$", (value or "").strip())
     return int(m.group(1)) if m else None
-
 
 
 def smi_bus_to_sysfs(bus_id):
@@ -762,8 +762,8 @@ def signing_findings(facts):
             problem = _signature_problem(mod, mok)
             if not problem:
                 continue
-            sentence = "module signatures are enforced on %s and gdrdrv (%s) %s" % (kern["release"], mod["path"],
-                                                                                   problem)
+            sentence = "module signatures are enforced on %s and gdrdrv (%s) %s" % (
+                kern["release"], mod["path"], problem)
             load_now = facts["live"] and kern["release"] == k["running"] and not facts["gdrdrv"]["loaded"]
             (blockers if load_now else warnings).append(sentence)
     if mok["pending"]:
@@ -790,8 +790,8 @@ def load_refusal(facts):
         for mod in kern["gdrdrv_modules"]:
             problem = _signature_problem(mod, facts["secure_boot"]["mok"])
             if problem:
-                return "module signatures are enforced on %s and gdrdrv (%s) %s" % (kern["release"], mod["path"],
-                                                                                   problem)
+                return "module signatures are enforced on %s and gdrdrv (%s) %s" % (
+                    kern["release"], mod["path"], problem)
     return ""
 
 

@@ -68,8 +68,8 @@ def bench_text(tests):
     parts = []
     bw = (tests.get("copybw") or {}).get("results") or []
     if bw and bw[0].get("write_MBps") is not None:
-        parts.append("copybw %s B: write %.0f MB/s, read %.0f MB/s" % (bw[0]["size"], bw[0]["write_MBps"],
-                                                                     bw[0]["read_MBps"] or 0))
+        parts.append("copybw %s B: write %.0f MB/s, read %.0f MB/s"
+                     % (bw[0]["size"], bw[0]["write_MBps"], bw[0]["read_MBps"] or 0))
     lat = (tests.get("copylat") or {}).get("results") or {}
     to_rows, from_rows = lat.get("gdr_copy_to_mapping") or [], lat.get("gdr_copy_from_mapping") or []
     if to_rows and from_rows:
@@ -165,12 +165,12 @@ def md_cell(text):
 def render_markdown(report):
     s = report["summary"]
     lines = ["# %s" % report["title"], "",
-             "Generated %s: %d hosts, %d green, %d amber, %d red." % (report["generated"], s["hosts"], s["green"],
-                                                                     s["amber"], s["red"]), "",
-             "| Host | Health | " + " | ".join(c for c, _ in MD_COLUMNS) + " |",
+             "Generated %s: %d hosts, %d green, %d amber, %d red."
+             % (report["generated"], s["hosts"], s["green"], s["amber"], s["red"]), "",
+             "| Host | Health | " + " | ".join(c[0] for c in MD_COLUMNS) + " |",
              "|---|---|" + "---|" * len(MD_COLUMNS)]
     for row in report["hosts"]:
-        cells = [md_cell(row["details"].get(key)) for _, key in MD_COLUMNS]
+        cells = [md_cell(row["details"].get(c[1])) for c in MD_COLUMNS]
         lines.append("| %s | %s | %s |" % (md_cell(row["host"]), HEALTH_MARK[row["health"]], " | ".join(cells)))
     for row in report["hosts"]:
         lines += ["", "## %s: %s" % (row["host"], row["health"])]
@@ -239,7 +239,7 @@ def html_row(row):
 def render_html(report):
     s = report["summary"]
     counts = "".join('<span class="%s">%d %s</span>' % (h, s[h], h) for h in ("red", "amber", "green"))
-    head = "".join("<th>%s</th>" % e(c) for c, _ in HTML_COLUMNS)
+    head = "".join("<th>%s</th>" % e(c[0]) for c in HTML_COLUMNS)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style>"
             "</head><body><h1>%s</h1><div class=\"meta\">Generated %s &middot; %d hosts</div>"
             "<div class=\"counts\">%s</div><br><table class=\"fleet\"><thead><tr><th>Host</th>%s</tr></thead>"

@@ -24,7 +24,7 @@ description:
     They briefly allocate and pin GPU memory and change nothing on the host.
   - Always returns C(changed=false); gives full data in check mode.
 version_added: "0.1.0"
-author: gdrcopy-ansible contributors
+author: gdrcopy-ansible contributors (@gpufleet)
 options:
   root:
     description:
@@ -118,8 +118,11 @@ options:
 attributes:
   check_mode:
     support: full
+    description: It only reads; check mode runs it as it is (the smoke check and the GPU tests run too, they change
+      nothing).
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 notes:
   - Parsing lives in C(plugins/module_utils/gdrcopy_parsers.py) as pure functions, unit-tested with captured text.
   - The peer-memory API of C(ib_core) (MLNX_OFED / DOCA-OFED; inbox kernels lack it) is read from
@@ -386,7 +389,7 @@ smoke:
   type: dict
   contains:
     ran: {description: Whether the helper ran (it is installed by the gdrcopy role)., type: bool}
-    method: {description: C(library) when it ran, else C(none)., type: str}
+    method: {description: 'C(library) when it ran, else C(none).', type: str}
     passed: {description: C(gdr_open) succeeded and both versions equal I(smoke)., type: bool}
     runtime_version: {description: What C(gdr_runtime_get_version) reports., type: str}
     driver_version: {description: What C(gdr_driver_get_version) reports., type: str}
@@ -397,7 +400,7 @@ converged:
   type: dict
   contains:
     ok: {description: A full run would change nothing here., type: bool}
-    differences: {description: Why not, the first sentences (what changed)., type: list, elements: str}
+    differences: {description: 'Why not: the first sentences (what changed).', type: list, elements: str}
     state: {description: The fingerprint of the host's state (what a record holds)., type: dict}
     record: {description: The record's path., type: str}
     verified_tests:
@@ -577,7 +580,7 @@ def module_signature(h, path, mok_serial):
         out["signed"] = P.has_module_signature(h.read_bytes(path, tail=len(P.MODULE_SIGNATURE_MAGIC)))
     modinfo = h.tool("modinfo")
     if modinfo:
-        rc, text, _ = h.run([modinfo, h.path(path)])
+        rc, text, dummy = h.run([modinfo, h.path(path)])
         fields = P.parse_modinfo(text) if rc == 0 else {}
         for key in ("signer", "sig_key", "sig_hashalgo", "version", "srcversion", "vermagic"):
             out[key] = fields.get(key, "")
@@ -634,7 +637,7 @@ def certificate_facts(h, cert):
     for form in ("DER", "PEM"):
         if not openssl:
             break
-        rc, text, _ = h.run([openssl, "x509", "-inform", form, "-in", h.path(cert), "-noout", "-serial", "-subject"])
+        rc, text, dummy = h.run([openssl, "x509", "-inform", form, "-in", h.path(cert), "-noout", "-serial", "-subject"])
         if rc == 0:
             return P.normalize_serial(text.splitlines()[0]), P.parse_openssl_subject(text)
     return "", ""
@@ -732,9 +735,9 @@ def nvidia_facts(h, kernels, src_override=None):
             lic_argv = [modinfo, "-k", k, "-F", "license", "nvidia"]
             if h.root != "/":
                 argv[1:1], lic_argv[1:1] = ["-b", h.root], ["-b", h.root]
-            rc, ver, _ = h.run(argv)
+            rc, ver, dummy = h.run(argv)
             if rc == 0 and ver.strip():
-                rc2, lic, _ = h.run(lic_argv)
+                rc2, lic, dummy = h.run(lic_argv)
                 out["version"] = out["version"] or ver.strip()
                 out["flavor"] = out["flavor"] or P.flavor_from_license(lic.strip())
                 out["version_source"] = out["version_source"] or "modinfo -k %s nvidia" % k
@@ -756,9 +759,9 @@ def nvidia_smi(h):
     smi = h.live_tool("nvidia-smi")
     if not smi:
         return {"rows": [], "q": {"gpus": {}, "cuda_version": ""}, "ran": False}
-    rc, text, _ = h.run([smi, "--query-gpu=" + ",".join(P.SMI_QUERY_FIELDS), "--format=csv"])
+    rc, text, dummy = h.run([smi, "--query-gpu=" + ",".join(P.SMI_QUERY_FIELDS), "--format=csv"])
     rows = P.parse_nvidia_smi_query(text) if rc == 0 else []
-    rc, text, _ = h.run([smi, "-q", "-d", "MEMORY"])
+    rc, text, dummy = h.run([smi, "-q", "-d", "MEMORY"])
     return {"rows": rows, "q": P.parse_nvidia_smi_q(text if rc == 0 else ""), "ran": True}
 
 
@@ -916,7 +919,7 @@ def installed_srcversion(h):
     modinfo = h.live_tool("modinfo")
     if not modinfo:
         return ""
-    rc, out, _ = h.run([modinfo, "-F", "srcversion", "gdrdrv"])
+    rc, out, dummy = h.run([modinfo, "-F", "srcversion", "gdrdrv"])
     return out.strip() if rc == 0 else ""
 
 
@@ -959,7 +962,7 @@ def library_facts(h, prefix):
     ldconfig = h.tool("ldconfig")
     if not ldconfig:
         return out
-    rc, text, _ = h.run([ldconfig, "-p"])
+    rc, text, dummy = h.run([ldconfig, "-p"])
     if rc != 0:
         return out
     for line in text.splitlines():

@@ -22,7 +22,7 @@ description:
     say about the fleet differs from the files already there. In check mode nothing is written.
   - docs/STATUS-REPORT.md explains how to read the report.
 version_added: "0.1.0"
-author: gdrcopy-ansible contributors
+author: gdrcopy-ansible contributors (@gpufleet)
 options:
   hosts:
     description:
@@ -44,8 +44,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Says whether the report would change and writes nothing.
   diff_mode:
     support: none
+    description: The report is rewritten whole; no diff is shown.
+  action:
+    support: full
+    description: An action plugin; it runs on the controller.
 """
 
 EXAMPLES = r"""

@@ -16,7 +16,7 @@ description:
   - Preflight uses it to stop an image-mode host whose C(ansible_connection) needs C(community.general), with one
     sentence that says what to install, before the first task that would need the connection.
 version_added: "0.1.0"
-author: gdrcopy-ansible contributors
+author: gdrcopy-ansible contributors (@gpufleet)
 options:
   _input:
     description: The connection plugin's name, as C(ansible_connection) gives it.

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # ansible-test on a copy of the checkout laid out as ansible_collections/gpufleet/gdrcopy (where ansible-test needs
-# a collection to be): `sanity` (validate-modules, pylint, yamllint, compile, ... on the Python of this venv) and
-# `units` (the plugin tests under tests/unit that need no VM).
+# a collection to be): `sanity` (validate-modules, pylint, pep8, yamllint, compile, ... on the Python of this venv)
+# of the built artifact's content, and `units` (the plugin tests under tests/unit) of the checkout.
 #   tests/harness/ansible_test.sh sanity|units [ansible-test options]
-# The copy holds what git tracks plus new files git does not ignore, not the link collections/ansible_collections.
 # ansible-test runs --local from a virtual environment of its own (.cache/sanity-venv: the pinned ansible-core and
 # ansible-test's requirement files); the pip bootstrap script it would download for its per-test environments comes
 # from tests/harness/get_pip.py instead.
@@ -31,8 +30,19 @@ py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 root=.cache/ansible-test
 dest=$root/ansible_collections/gpufleet/gdrcopy
 rm -rf "$dest"; mkdir -p "$dest"
-git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/ansible_collections/' \
-  | xargs -0 cp --parents -P -t "$dest"
+if [ "$what" = sanity ]; then
+  # sanity checks what users install: the artifact's content (galaxy.yml's build_ignore applied) and tests/sanity.
+  ansible-galaxy collection build --force --output-path "$root/dist" . >/dev/null
+  tar -xzf "$root"/dist/gpufleet-gdrcopy-*.tar.gz -C "$dest"
+  rm -f "$dest/MANIFEST.json" "$dest/FILES.json"
+  cp --parents -r tests/sanity "$dest"
+else
+  # units: the checkout as git sees it (tests and their fixtures), not the link collections/ansible_collections.
+  git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/ansible_collections/' \
+    | xargs -0 cp --parents -P -t "$dest"
+  # the test-only collections make setup unpacked (git ignores .cache, so the copy's index does not hold it)
+  mkdir -p "$dest/.cache" && ln -s "$PWD/.cache/collections" "$dest/.cache/collections"
+fi
 # ansible-test reads the collection from git when there is one: the copy is its own repository (nothing committed).
 git -C "$dest" init -q && git -C "$dest" add -A
 cd "$dest"

@@ -9,10 +9,19 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-COLLECTIONS = REPO / "collections"
-if str(COLLECTIONS) not in sys.path:
-    sys.path.insert(0, str(COLLECTIONS))
+# Where Ansible finds this collection: the checkout's own link (collections/ansible_collections/gpufleet/gdrcopy),
+# or, when the tree already lies at ansible_collections/gpufleet/gdrcopy (ansible-test's copy), the folder above.
+COLLECTIONS = (REPO.parents[2] if REPO.parts[-3:] == ("ansible_collections", "gpufleet", "gdrcopy")
+               else REPO / "collections")
+# The tests import this file's helpers (from conftest import ...) and each other's fixtures: this directory on the
+# path under ansible-test units too, whose pytest set-up imports test modules in its own way.
+for path in (str(COLLECTIONS), str(Path(__file__).resolve().parent)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 FIXTURES = REPO / "tests" / "fixtures"
+# The test-only collections make setup unpacks (community.general, ansible.posix); ansible-test's copy of the tree
+# links them (tests/harness/ansible_test.sh).
+TEST_COLLECTIONS = REPO / ".cache" / "collections"
 # Host captures keep the paths of the host, but a ':' (PCI addresses such as 0000:00:06.0 in sysfs and procfs) is
 # stored as %3A: it is no legal character in a file name everywhere (Windows checkouts, ansible-test sanity).
 COLON = "%3A"
@@ -28,6 +37,18 @@ def restore_names(root):
     for path in sorted(Path(root).rglob("*" + COLON + "*"), key=lambda p: len(p.parts), reverse=True):
         path.rename(path.with_name(path.name.replace(COLON, ":")))
     return root
+
+
+MARKERS = (
+    "fault(n): proves case n of the fault suite (README: What happens when things go wrong)",
+    "slow: takes minutes (many playbook runs); make test runs it, -m 'not slow' leaves it out",
+)
+
+
+def pytest_configure(config):
+    """The markers, here rather than in pyproject.toml: ansible-test units runs pytest with its own ini file."""
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
 
 
 @pytest.fixture

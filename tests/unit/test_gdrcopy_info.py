@@ -554,3 +554,17 @@ def test_ansible_doc_renders_the_module():
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "RETURN VALUES" in r.stdout and "run_tests" in r.stdout and "ERROR" not in r.stderr
+
+
+def test_every_return_entry_is_well_formed_yaml():
+    """A comma left unquoted in a flow mapping makes bogus keys (a description cut in two); every entry, at every
+    depth, is a mapping with a description and a type, and nothing else but the documented fields."""
+    fields = {"description", "returned", "type", "elements", "contains", "sample", "version_added"}
+
+    def walk(entries, where):
+        for key, entry in entries.items():
+            assert isinstance(entry, dict) and "description" in entry and "type" in entry, (where, key, entry)
+            assert set(entry) <= fields, (where, key, set(entry) - fields)
+            if "contains" in entry:
+                walk(entry["contains"], where + "." + key)
+    walk(yaml.safe_load(gdrcopy_info.RETURN), "RETURN")

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.lookup import code_digest
-from conftest import REPO
+from conftest import COLLECTIONS, REPO, TEST_COLLECTIONS
 
 BIN = Path(sys.executable).parent
-TEST_COLLECTIONS = REPO / ".cache" / "collections"  # make setup unpacks community.general there
 
 
 def small_collection(root):
@@ -76,7 +75,7 @@ def test_connection_available_follows_what_the_controller_has(tmp_path, with_gen
                                           "{% endfor %}"},
          "vars": {"names": ["ssh", "local", "ansible.builtin.ssh", "no.such.connection", "nosuch", "chroot",
                             "community.general.chroot"]}}]}]))
-    collections = [REPO / "collections"] + ([TEST_COLLECTIONS] if with_general else [])
+    collections = [COLLECTIONS] + ([TEST_COLLECTIONS] if with_general else [])
     rc, out = ansible_playbook(tmp_path, book, collections, "-i", "localhost,")
     assert rc == 0, out
     general = "True" if with_general else "False"
@@ -88,7 +87,7 @@ def test_an_image_host_without_community_general_stops_in_one_sentence(tmp_path)
     any task needs its connection, and says what to install."""
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("image ansible_connection=community.general.chroot ansible_host=%s\n" % (tmp_path / "root"))
-    rc, out = ansible_playbook(tmp_path, REPO / "playbooks" / "preflight.yml", [REPO / "collections"],
+    rc, out = ansible_playbook(tmp_path, REPO / "playbooks" / "preflight.yml", [COLLECTIONS],
                                "-i", str(inventory), "-e", json.dumps({"ansible_python_interpreter": sys.executable}))
     assert rc != 0, out
     assert ("the connection plugin community.general.chroot (ansible_connection of image) is not installed on the "

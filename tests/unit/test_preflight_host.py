@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TEST_COLLECTIONS
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SWITCH = Path("/proc/sys/kernel/modules_disabled")
@@ -45,7 +47,7 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
     return the gdrcopy_run_inputs it set, read from the json callback."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",  # a test collection (make setup unpacks it)
-               ANSIBLE_COLLECTIONS_PATH="%s:%s" % (project / "collections", REPO / ".cache" / "collections"))
+               ANSIBLE_COLLECTIONS_PATH="%s:%s" % (project / "collections", TEST_COLLECTIONS))
     extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
              "gdrcopy_cache_dir": str(tmp_path / "cache"), **extra_vars}
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
