@@ -96,7 +96,7 @@ def main():
     ap.add_argument("--only", help="one ansible-core version of the matrix")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / "tmp").mkdir(parents=True, exist_ok=True)  # pytest makes --basetemp, not its parent
     dist = CACHE / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     subprocess.run([Path(sys.executable).parent / "ansible-galaxy", "collection", "build", REPO, "--output-path",

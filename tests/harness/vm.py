@@ -277,13 +277,16 @@ class VM:
                 "-o", f"UserKnownHostsFile={info['known_hosts']}", "-o", "IdentitiesOnly=yes",
                 "-i", info["identity_file"], "-p", str(info["port"]), f"{info['user']}@{info['address']}"]
 
-    def ssh(self, *cmd: str, check: bool = True, capture: bool = False, timeout: int = 600):
-        return subprocess.run(self.ssh_argv() + ["--", *cmd], check=check, timeout=timeout,
+    def ssh(self, *cmd: str, check: bool = True, capture: bool = False, timeout: int = 600, stdin=subprocess.DEVNULL):
+        # Not the caller's stdin unless asked (`vm.py ssh`): ssh sets O_NONBLOCK on a stdin that is no terminal and a
+        # timeout's kill leaves it so, as the KVM probe's did.
+        return subprocess.run(self.ssh_argv() + ["--", *cmd], check=check, timeout=timeout, stdin=stdin,
                               stdout=subprocess.PIPE if capture else None, text=True)
 
     def fetch(self, remote: str, local: Path) -> None:
         with open(local, "wb") as f:
-            subprocess.run(self.ssh_argv() + ["--", "cat", remote], check=True, stdout=f, timeout=300)
+            subprocess.run(self.ssh_argv() + ["--", "cat", remote], check=True, stdin=subprocess.DEVNULL, stdout=f,
+                           timeout=300)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def molecule_instance(self) -> dict:
@@ -582,7 +585,7 @@ def main(argv: list[str]) -> int:
         vm.down()
     elif a.cmd == "ssh":
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
-        return vm.ssh(*cmd, check=False).returncode
+        return vm.ssh(*cmd, check=False, stdin=None).returncode
     elif a.cmd == "root":
         print(json.dumps({"root": str(vm.root())}))
     elif a.cmd == "unroot":
