@@ -87,7 +87,7 @@ def digest(root):
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        self.set_options(var_options=variables, direct=kwargs)
+        del variables, kwargs  # no options besides the terms
         roots = terms or [OWN_ROOT]
         out = []
         for root in roots:

@@ -1,7 +1,6 @@
 """The HTML fleet report rendered by headless Chromium: a screenshot of a page made from the fixtures must be a
 real picture of the report (right size, mostly not blank, with the red, amber and green health pills drawn)."""
 
-import os
 import shutil
 import struct
 import subprocess
@@ -10,6 +9,7 @@ import zlib
 import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_report as R
+from conftest import need
 from test_gdrcopy_info import working_root  # noqa: F401  (fixture used by fleet)
 from test_report import fleet, report  # noqa: F401  (fixtures)
 
@@ -51,13 +51,10 @@ def paeth(a, b, c):
     return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
 
 
-# `make lint` and `make unit` need no browser; `make test` installs Chromium (make setup-vm) and sets
-# GDRCOPY_REQUIRE_BROWSER=1, so there a missing browser fails this test instead of skipping it.
-@pytest.mark.skipif(not CHROMIUM and os.environ.get("GDRCOPY_REQUIRE_BROWSER") != "1",
-                    reason="headless Chromium is not installed (Debian package chromium): apt-get install chromium, "
-                           "or make setup-vm, to run the screenshot test")
+# `make lint` and `make unit` need no browser; `make test` installs Chromium (make setup-vm), and there a missing
+# browser fails this test (conftest.need).
 def test_the_html_report_renders_in_headless_chromium(tmp_path, report):  # noqa: F811
-    assert CHROMIUM, "GDRCOPY_REQUIRE_BROWSER=1 but no chromium on PATH: make setup-vm installs it"
+    need(CHROMIUM, "headless Chromium is not installed (Debian package chromium; make setup-vm installs it)")
     page = tmp_path / "gdrcopy-report.html"
     page.write_text(R.render_html(report))
     shot = tmp_path / "report.png"

@@ -117,7 +117,7 @@ def test_no_secret_in_the_play_output(host):
     text = play_output(log)
     key_lines = host.file(f"{KEY_DIR}/mok.key").content_string.splitlines()[1:-1]
     assert len(key_lines) > 10 and not any(line in text for line in key_lines)
-    assert "TASK [mok_signing" in text, "the log holds the runs of the role"
+    assert "TASK [gpufleet.gdrcopy.mok_signing : " in text, "the log holds the runs of the role"
     assert "gdrcopy-Test-MOK-pw-4711" not in text
     assert not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", text)
     assert "$6$" not in text, "the password hash must not show either"
