@@ -4,7 +4,7 @@
 """Pure parsers for what a host says about gdrcopy, the NVIDIA driver and its kernels.
 
 No I/O here: every function takes text (a file's content or a command's output) and returns plain data, so
-unit tests feed them captured text from real hosts (tests/unit, ../shared/fixtures/hosts).
+unit tests feed them captured text from real hosts (tests/unit, tests/fixtures/hosts).
 """
 
 from __future__ import absolute_import, division, print_function

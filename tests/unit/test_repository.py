@@ -13,10 +13,10 @@ import yaml
 
 from conftest import REPO
 
-OWN_DIRS = ["roles", "playbooks", "library", "module_utils", "molecule", "tests", "src", "inventory.example",
-            "benchmarks", ".ci", "docs"]
+OWN_DIRS = ["roles", "playbooks", "plugins", "meta", "collections", "molecule", "tests", "src", "inventory.example",
+            "benchmarks", ".ci", "docs", "tools", "ee"]
 # What git rightly leaves out of those folders: run state and caches, never code.
-EXPECTED_IGNORED = ("__pycache__/", ".pyc", "/ephemeral/", ".pytest_cache/", "src/cache/")
+EXPECTED_IGNORED = ("__pycache__/", ".pyc", "/ephemeral/", ".pytest_cache/", "src/cache/", "ee/collection/gpufleet-gdrcopy-")
 FILE_MODULES = {"ansible.builtin.template": "templates", "ansible.builtin.copy": "files",
                 "ansible.builtin.script": "files"}
 
