@@ -17,11 +17,12 @@ PLAYBOOK = REPO / "tests" / "unit" / "playbooks" / "source.yml"
 BIN = Path(sys.executable).parent
 
 
-def run(tmp_path, **extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+def run(tmp_path, env_extra=None, **extra):
+    env = dict(os.environ, **(env_extra or {}), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    extra.setdefault("gdrcopy_cache_dir", str(tmp_path / "cache"))
+    if extra.get("gdrcopy_cache_dir") != "":
+        extra.setdefault("gdrcopy_cache_dir", str(tmp_path / "cache"))
     extra["ansible_python_interpreter"] = sys.executable
     cmd = [str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -50,6 +51,22 @@ def test_a_pinned_tarball_is_cached_and_a_rerun_changes_nothing(tmp_path):
     assert hashlib.sha256(Path(src["tarball"]).read_bytes()).hexdigest() == sha
     rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256=sha)
     assert rc == 0 and re.search(r"localhost\s+: ok=\d+\s+changed=0 ", out), out
+
+
+@pytest.mark.parametrize("xdg", [True, False])
+def test_the_default_cache_is_the_controller_users(tmp_path, xdg):
+    """No gdrcopy_cache_dir: $XDG_CACHE_HOME/gdrcopy-ansible, else ~/.cache/gdrcopy-ansible; never the collection."""
+    tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
+    tarball.parent.mkdir()
+    sha = make_tarball(tarball, "2.6")
+    home, cache = tmp_path / "home", tmp_path / "xdg-cache"
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(cache) if xdg else ""}
+    rc, out, src = run(tmp_path, env_extra=env, gdrcopy_cache_dir="", gdrcopy_source_url=tarball.as_uri(),
+                       gdrcopy_source_sha256=sha)
+    assert rc == 0, out
+    expected = (cache if xdg else home / ".cache") / "gdrcopy-ansible" / "gdrcopy-2.6.tar.gz"
+    assert src["tarball"] == str(expected) and expected.is_file()
+    assert not list(REPO.glob("src/cache/gdrcopy-*")) and not list(REPO.glob("roles/gdrcopy/**/gdrcopy-2.6.tar.gz"))
 
 
 @pytest.mark.fault(2)
@@ -125,3 +142,22 @@ def test_a_git_branch_is_refused_unless_allowed(tmp_path, git_repo):
     rc, out, _ = run(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
                      gdrcopy_source_git_ref="main", gdrcopy_allow_unpinned=True)
     assert rc == 0, out
+
+
+def test_a_release_added_with_gdrcopy_releases_is_pinned_like_a_shipped_one(tmp_path):
+    tarball = tmp_path / "mirror" / "gdrcopy-2.7.tar.gz"
+    tarball.parent.mkdir()
+    sha = make_tarball(tarball, "2.7")
+    row = {"tag": "v2.7", "commit": "a" * 40, "sha256": sha, "url": tarball.as_uri(), "top_dir": "gdrcopy-2.7",
+           "tests": ["gdrcopy_sanity"]}
+    rc, out, src = run(tmp_path, gdrcopy_version="2.7", gdrcopy_releases={"2.7": row})
+    assert rc == 0, out
+    assert src["sha256"] == sha and src["id"] == f"2.7-{sha[:12]}"
+    # a wrong field of a row: refused by name before anything is fetched
+    rc, out, _ = run(tmp_path / "bad", gdrcopy_version="2.7", gdrcopy_releases={"2.7": dict(row, sha256="xyz")})
+    assert rc != 0 and 'gdrcopy_releases["2.7"] is not a release row' in out, out
+    assert not (tmp_path / "bad" / "cache").exists()
+    # changing a shipped row's checksum is the user's pin too: a tarball that does not match is refused
+    rc, out, _ = run(tmp_path / "pin", gdrcopy_version="2.6", gdrcopy_releases={"2.6": {"sha256": "0" * 64,
+                                                                                       "url": tarball.as_uri()}})
+    assert rc != 0 and "could not get gdrcopy 2.6 with sha256 " + "0" * 64 in out, out
