@@ -154,7 +154,8 @@ def test_a_compressed_module_is_read_uncompressed_with_its_signature(tmp_path, s
 
 @pytest.mark.fault(12)
 def test_a_module_is_compressed_again_with_xz_crc32_which_the_kernel_can_check(tmp_path):
-    """In-kernel xz decompression knows CRC32 only: CRC64 (xz's default) fails to load (docs/SECURE-BOOT.md)."""
+    """In-kernel xz decompression knows CRC32 only: CRC64 (xz's default) fails to load
+    (docs/SECURE-BOOT.md: Compressed modules)."""
     packed = mok_sign.run(mok_sign.COMPRESSORS[".xz"][1], b"\x7fELF module body")
     (tmp_path / "m.ko.xz").write_bytes(packed)
     listing = subprocess.run(["xz", "--robot", "--list", str(tmp_path / "m.ko.xz")], capture_output=True, text=True,

@@ -272,7 +272,7 @@ def test_nvidia_gpu_information_of_the_h200_capture(host_fixture):
     assert (info["Model"], info["Bus Location"], info["Device Minor"]) == ("NVIDIA H200", "0000:00:06.0", "0")
 
 
-# --- Secure Boot and MOK (texts from docs/SECURE-BOOT.md) ------------------------------------------------------
+# --- Secure Boot and MOK (texts from docs/SECURE-BOOT.md: What mokutil prints) ---------------------------------
 
 @pytest.mark.parametrize("text,enabled,setup", [
     ("SecureBoot enabled\n", True, False),
