@@ -9,11 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.cache/sanity-venv
+what=${1:?sanity or units}; shift
+case $what in sanity|units) ;; *) echo "sanity or units" >&2; exit 2 ;; esac
 core=$(sed -n 's/^ansible-core==//p' requirements.txt)
+ansible_test_dir() { "$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))'; }
 if [ ! -f "$venv/.installed-$core" ]; then
   rm -rf "$venv"; python3 -m venv "$venv"
+  # ansible-core first: its ansible-test names the requirement files of the second install
   "$venv/bin/pip" install -q --disable-pip-version-check "ansible-core==$core" 2>&1 | { grep -v '^WARNING: Location' || true; }
-  reqs=$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_data/requirements
+  reqs=$(ansible_test_dir)/_data/requirements
   args=(-r "$reqs/units.txt")
   for f in "$reqs"/sanity.*.txt; do args+=(-r "$f"); done
   "$venv/bin/pip" install -q --disable-pip-version-check "ansible-core==$core" "${args[@]}" 2>&1 \
@@ -22,10 +26,9 @@ if [ ! -f "$venv/.installed-$core" ]; then
 fi
 export PATH="$PWD/$venv/bin:$PATH"
 # The pip bootstrap ansible-test runs in each of its environments, from the cache it looks in first.
-pip_version=$(sed -n "s/^ *pip='\([0-9.]*\)',$/\1/p" "$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py")
+pip_version=$(sed -n "s/^ *pip='\([0-9.]*\)',$/\1/p" "$(ansible_test_dir)/_internal/python_requirements.py")
 mkdir -p ~/.ansible/test/cache
 cp tests/harness/get_pip.py ~/.ansible/test/cache/"get_pip_${pip_version//./_}.py"
-what=${1:?sanity or units}; shift
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 root=.cache/ansible-test
 dest=$root/ansible_collections/gpufleet/gdrcopy
@@ -52,5 +55,4 @@ case $what in
   # and host helpers, which `make unit` covers.
   units) exec ansible-test units --local --python "$py" --color no "$@" tests/unit/test_parsers.py tests/unit/test_gdrcopy_info.py \
            tests/unit/test_converged.py tests/unit/test_report.py tests/unit/test_peermem_plan.py tests/unit/test_plugins.py ;;
-  *) echo "sanity or units" >&2; exit 2 ;;
 esac
