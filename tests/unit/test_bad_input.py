@@ -4,6 +4,7 @@ reads and asserts, and preflight runs it on every host before any role changes a
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +16,20 @@ PLAYBOOK = REPO / "tests" / "unit" / "playbooks" / "validate.yml"
 BIN = Path(sys.executable).parent
 
 
-def validate(tmp_path, role, **variables):
+def validate(tmp_path, role, *key_values, **variables):
+    """Run the role's validate.yml; key_values are passed as `-e name=value` (strings, as a user types them)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     extra = dict(variables, validate_role=role, ansible_python_interpreter=sys.executable)
-    r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)],
-                       env=env, capture_output=True, text=True, timeout=300)
+    argv = [str(BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", json.dumps(extra)]
+    for kv in key_values:
+        argv += ["-e", kv]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     return r.returncode, " ".join((r.stdout + r.stderr).split())  # one line: messages wrap in the output
+
+
+def normalised(out):
+    return json.loads(re.search(r"NORMALISED (\{.*\}) END", out).group(1))
 
 
 @pytest.mark.parametrize("role", ["gdrcopy", "mok_signing", "nvidia_peermem"])
@@ -47,7 +55,7 @@ def test_the_defaults_pass(tmp_path, role):
     # mode strings
     ("gdrcopy", {"gdrcopy_device_mode": 432}, "gdrcopy_device_mode"),
     ("gdrcopy", {"gdrcopy_device_mode": "rw-rw----"}, "gdrcopy_device_mode"),
-    ("gdrcopy", {"gdrcopy_device_mode": "0666"}, "gdrcopy_device_world_writable_ok"),
+    ("gdrcopy", {"gdrcopy_device_mode": "0666"}, "gdrcopy_device_world_access"),
     # values of the right type that cannot work
     ("gdrcopy", {"gdrcopy_source_sha256": "abc"}, "gdrcopy_source_sha256"),
     ("gdrcopy", {"gdrcopy_source_url": "ssh://mirror/gdrcopy.tar.gz"}, "gdrcopy_source_url"),
@@ -59,3 +67,30 @@ def test_a_bad_variable_is_refused_with_its_name(tmp_path, role, variables, name
     rc, out = validate(tmp_path, role, **variables)
     assert rc != 0 and "VALIDATION PASSED" not in out, out
     assert named in out, out
+
+
+@pytest.mark.fault(10)
+def test_booleans_given_as_key_value_extra_vars_are_booleans_to_the_role(tmp_path):
+    """-e gdrcopy_load=false is the string "false": before, it passed the spec and stayed a string (true in a
+    template, an error in a 2.19 `when:`); the role now reads False."""
+    rc, out = validate(tmp_path, "gdrcopy", "gdrcopy_load=false", "gdrcopy_kernel_hook=no", "gdrcopy_fast_rerun=0",
+                       "gdrcopy_device_group_create=False", "gdrcopy_version=2.6")
+    assert rc == 0, out
+    got = normalised(out)
+    assert [got[k] for k in ("gdrcopy_load", "gdrcopy_kernel_hook", "gdrcopy_fast_rerun",
+                             "gdrcopy_device_group_create")] == [False] * 4
+    rc, out = validate(tmp_path, "mok_signing", "mok_signing_enabled=false", "mok_signing_secure_logging=yes")
+    assert rc == 0 and normalised(out)["mok_signing_enabled"] is False, out
+
+
+@pytest.mark.fault(10)
+def test_world_access_is_warned_about_on_every_run(tmp_path):
+    rc, out = validate(tmp_path, "gdrcopy", gdrcopy_device_mode="0666", gdrcopy_device_world_access=True)
+    assert rc == 0 and "[WARNING]" in out and "every local user" in out, out
+
+
+@pytest.mark.fault(10)
+def test_several_bad_variables_are_named_in_one_message(tmp_path):
+    rc, out = validate(tmp_path, "gdrcopy", gdrcopy_version="../../../usr", gdrcopy_chain_modules=["a\nExecStartPre=x"])
+    assert rc != 0 and "gdrcopy_version" in out and "gdrcopy_chain_modules[0]" in out, out
+    assert out.count("gdrcopy_version must be") == out.count("nothing was changed"), out  # one message, not one each

@@ -138,7 +138,7 @@ def test_a_git_branch_is_refused_unless_allowed(tmp_path, git_repo):
     repo, _ = git_repo
     rc, out, _ = run(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
                      gdrcopy_source_git_ref="main")
-    assert rc != 0 and 'git ref "main" is not pinned' in out
+    assert rc != 0 and 'gdrcopy_source_git_ref "main" is not pinned' in out
     rc, out, _ = run(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
                      gdrcopy_source_git_ref="main", gdrcopy_allow_unpinned=True)
     assert rc == 0, out
@@ -155,7 +155,7 @@ def test_a_release_added_with_gdrcopy_releases_is_pinned_like_a_shipped_one(tmp_
     assert src["sha256"] == sha and src["id"] == f"2.7-{sha[:12]}"
     # a wrong field of a row: refused by name before anything is fetched
     rc, out, _ = run(tmp_path / "bad", gdrcopy_version="2.7", gdrcopy_releases={"2.7": dict(row, sha256="xyz")})
-    assert rc != 0 and 'gdrcopy_releases["2.7"] is not a release row' in out, out
+    assert rc != 0 and 'gdrcopy_releases["2.7"].sha256 must be 64 lowercase hex digits' in out, out
     assert not (tmp_path / "bad" / "cache").exists()
     # changing a shipped row's checksum is the user's pin too: a tarball that does not match is refused
     rc, out, _ = run(tmp_path / "pin", gdrcopy_version="2.6", gdrcopy_releases={"2.6": {"sha256": "0" * 64,

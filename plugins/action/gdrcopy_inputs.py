@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""Action plugin of gdrcopy_inputs: a role's inputs checked and normalised on the controller, before anything changes.
+
+The options, their documentation and the return values are in plugins/modules/gdrcopy_inputs.py; the rules are in
+plugins/module_utils/gdrcopy_inputs.py. Nothing reaches the host: no connection is opened, no Python starts there."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover (ansible-core needs PyYAML)
+    yaml = None
+
+ARGUMENT_SPEC = dict(
+    role=dict(type="str", required=True, choices=sorted(I.KINDS)),
+)
+# The collection's root, where roles/<role>/meta/argument_specs.yml is, in a checkout and in an installed collection.
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _plain(value):
+    """A templated value as plain Python data (ansible-core 2.19 hands out tagged str/dict/list subclasses)."""
+    if isinstance(value, dict):
+        return dict((_plain(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def load_yaml(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False  # ansible-core 2.16+: no connection to the task's host is opened
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        role = args["role"]
+        role_dir = os.path.join(COLLECTION, "roles", role)
+        options = load_yaml(os.path.join(role_dir, "meta", "argument_specs.yml"))["argument_specs"]["main"]["options"]
+        shipped = load_yaml(os.path.join(role_dir, "files", "releases.yml")) if role == "gdrcopy" else None
+
+        values, errors = {}, []
+        for name in options:
+            if name not in task_vars:
+                continue
+            try:
+                values[name] = _plain(self._templar.template(task_vars[name]))
+            except AnsibleError as err:  # an undefined variable inside the value, a template error
+                errors.append("%s could not be read: %s" % (name, to_text(err).splitlines()[0]))
+        if errors:
+            return self._refuse(result, role, errors)
+        normalised, errors, concerns, context = I.check_role(role, options, values, shipped)
+        if errors:
+            return self._refuse(result, role, errors)
+        files = {}
+        cert = normalised.get("mok_signing_controller_cert")
+        if cert and normalised.get("mok_signing_enabled"):
+            try:  # its sha256 joins the digest: another certificate is another state. The key's never does.
+                files["mok_signing_controller_cert"] = I.file_sha256(cert)
+            except (IOError, OSError) as err:
+                return self._refuse(result, role, ["mok_signing_controller_cert %s cannot be read on the controller: %s"
+                                                   % (cert, err.strerror or err)])
+        result.update(normalised)
+        result["digest"] = I.digest(normalised, options, leave_out=("gdrcopy_fast_rerun",), files=files)
+        result["concerns"] = concerns
+        if "releases" in context:
+            result["release_table"] = context["releases"]
+        for concern in concerns:
+            self._display.warning("%s: %s." % (task_vars.get("inventory_hostname", "?"), concern))
+        result["changed"] = False
+        return result
+
+    @staticmethod
+    def _refuse(result, role, errors):
+        result.update(
+            failed=True,
+            msg="%s. Fix it in your inventory (the variables are in roles/%s/README.md), then run again; nothing was "
+                "changed." % ("; ".join(errors), role))
+        return result

@@ -1,0 +1,525 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""The inputs of the collection's roles, checked and normalised once, before anything changes (pure functions).
+
+Each role's meta/argument_specs.yml says which inputs exist, their defaults, choices and sub-options; KINDS below
+says what a value of each may look like, strictly: an anchored pattern for every string that reaches a path, a
+shell, a config file, a systemd unit or an argv, a parsed number for modes and integers, and one normalisation of
+every boolean (``-e gdrcopy_load=false`` is the string "false": it becomes False here, and nowhere else). The
+action plugin gdrcopy_inputs runs check_role() on the controller and the roles read the normalised values from
+its result; tests/unit/test_inputs.py feeds it generated hostile values.
+
+A refused value gets one sentence that names the input and says what it may be. A value that passes is safe to
+write verbatim into a file or an argv; the roles still quote it where it meets a shell.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+TEXT = str
+
+
+class Invalid(ValueError):
+    """One refused value: str(err) is the sentence (without the trailing advice the plugin adds)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Small helpers
+
+# Characters no input may hold: C0 and C1 controls (newline, NUL, escape...), DEL, and the Unicode line and
+# paragraph separators (str.splitlines() splits on them).
+_CONTROL = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def shown(value, secret=False, width=60):
+    """A value as a message shows it: JSON (a newline reads \\n, a string keeps its quotes), cut at width."""
+    if secret:
+        return "(hidden)"
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = _CONTROL.sub(lambda m: "\\u%04x" % ord(m.group()), text)  # JSON leaves C1 and U+2028 as they are
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _is_bool(value):
+    return isinstance(value, bool)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_text(value):
+    return isinstance(value, TEXT)
+
+
+def _type_name(value):
+    if value is None:
+        return "null"
+    if _is_bool(value):
+        return "a boolean"
+    if _is_int(value) or isinstance(value, float):
+        return "a number"
+    if _is_text(value):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
+
+# Ansible's boolean spellings (ansible.module_utils.parsing.convert_bool), compared lower-case.
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kinds: kind(name, value, spec) -> normalised value, or raise Invalid. spec is the option's argument spec.
+
+
+def boolean(name, value, spec):
+    if _is_bool(value):
+        return value
+    if _is_int(value) and value in (0, 1):
+        return bool(value)
+    if _is_text(value) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise Invalid("%s must be true or false (got %s)" % (name, shown(value)))
+
+
+def _text(name, value, what, secret=False):
+    if not _is_text(value):
+        hint = ""
+        if _is_int(value) or isinstance(value, float):
+            hint = "; quote it in YAML"
+        raise Invalid("%s must be %s, a string (got %s%s%s)" % (
+            name, what, _type_name(value), "" if secret else " " + shown(value), hint))
+    if _CONTROL.search(value):
+        raise Invalid("%s must be %s, without newlines or other control characters (got %s)" % (
+            name, what, shown(value, secret)))
+    return value
+
+
+def pattern(regex, what, optional=False, max_len=255):
+    """A string that matches regex whole (re.fullmatch: a trailing newline does not slip through as with $)."""
+    compiled = re.compile(regex)
+
+    def kind(name, value, spec):
+        value = _text(name, value, what)
+        if optional and value == "":
+            return value
+        if len(value) > max_len or not compiled.match(value):
+            raise Invalid("%s must be %s (got %s)" % (name, what + (', or ""' if optional else ""), shown(value)))
+        return value
+    kind.what = what
+    return kind
+
+
+def choice(name, value, spec):
+    choices = [TEXT(c) for c in spec.get("choices", ())]
+    if _is_bool(value) and "true" in choices:  # gdrcopy_install_tests: true (a YAML boolean) means "true"
+        value = "true" if value else "false"
+    if _is_text(value) and value.strip().lower() in choices and value.strip().lower() in ("true", "false"):
+        value = value.strip().lower()
+    if not _is_text(value) or value not in choices:
+        raise Invalid("%s must be one of %s (got %s)" % (name, ", ".join(choices), shown(value)))
+    return value
+
+
+def integer(low, high):
+    def kind(name, value, spec):
+        number = None
+        if _is_int(value):
+            number = value
+        elif _is_text(value) and re.match(r"^-?[0-9]{1,9}\Z", value.strip()):
+            number = int(value.strip())
+        if number is None or not low <= number <= high:
+            raise Invalid("%s must be a whole number from %d to %d (got %s)" % (name, low, high, shown(value)))
+        return number
+    return kind
+
+
+# Paths on a node: absolute, plain characters only (they reach root shells, unit files and DKMS's framework
+# config, where a space, a quote, $ or % would mean something), no "." or ".." part, no doubled or trailing slash.
+_NODE_PATH = re.compile(r"^(/[A-Za-z0-9._+@-]+)+\Z")
+_DOTS = re.compile(r"(^|/)\.\.?(/|\Z)")
+
+
+def node_path(optional=False, not_under=()):
+    what = "an absolute path on the node (letters, digits and . _ + @ -, no . or .. part)"
+
+    def kind(name, value, spec):
+        value = _text(name, value, what)
+        if optional and value == "":
+            return value
+        if len(value) > 1024 or not _NODE_PATH.match(value) or _DOTS.search(value):
+            raise Invalid("%s must be %s (got %s)" % (name, what + (', or ""' if optional else ""), shown(value)))
+        for top in not_under:
+            if value == top:
+                raise Invalid("%s must not be %s: the role replaces what it installs there (got %s)" % (
+                    name, top, shown(value)))
+        return value
+    kind.what = what
+    return kind
+
+
+def controller_path(optional=False):
+    """A path on the controller: Ansible's own modules and lookups use it (never a shell), so a space is fine."""
+    what = "an absolute path on the controller, with no .. part"
+
+    def kind(name, value, spec):
+        value = _text(name, value, what)
+        if optional and value == "":
+            return value
+        if not value.startswith("/") or "/../" in value + "/" or len(value) > 4096:
+            raise Invalid("%s must be %s%s (got %s)" % (name, what, ', or ""' if optional else "", shown(value)))
+        return value
+    kind.what = what
+    return kind
+
+
+def list_of(element):
+    def kind(name, value, spec):
+        if not isinstance(value, (list, tuple)):
+            raise Invalid("%s must be a list (got %s %s)" % (name, _type_name(value), shown(value)))
+        return [element("%s[%d]" % (name, i), item, spec) for i, item in enumerate(value)]
+    return kind
+
+
+# Release versions, as the release table keys them: 2.6, 2.3.1. An unquoted 2.10 in YAML is the number 2.1, so a
+# number is refused rather than guessed at.
+VERSION = r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?\Z"
+SHA256 = r"^[0-9a-fA-F]{64}\Z"
+COMMIT = r"^[0-9a-f]{40}\Z"
+
+
+def version(name, value, spec):
+    if isinstance(value, float) or _is_int(value):
+        raise Invalid('%s must be a quoted version string such as "2.6" (got the number %s: unquoted in YAML, 2.10 '
+                      'reads as 2.1)' % (name, shown(value)))
+    return pattern(VERSION, 'a release version such as "2.6" or "2.3.1"')(name, value, spec)
+
+
+def sha256(name, value, spec):
+    return pattern(SHA256, "the 64 hex digits that sha256sum prints", optional=True)(name, value, spec).lower()
+
+
+# A kernel release as `uname -r` prints it: it names /lib/modules/<release> and goes into KVER=.
+kernel_release = pattern(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}\Z",
+                         "a kernel release as `uname -r` prints it (such as 6.1.0-28-amd64)")
+# A kernel module name (MODULE_NAME_LEN is 56 with its NUL): it reaches modprobe argv and the unit's ExecStart=.
+module_name = pattern(r"^[A-Za-z0-9_-]{1,55}\Z", "a kernel module name (letters, digits, _ and -)")
+# A group name as useradd/groupadd accept it (shadow-utils' default rule), at most 32 characters.
+group_name = pattern(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z",
+                     "a group name (a letter or _, then letters, digits, _ . or -, at most 32 characters)", max_len=32)
+url = pattern(r"^(https?|ftp|file)://[^\s\"'<>\\`]+\Z", "an https://, http://, ftp:// or file:// URL",
+              optional=True, max_len=2048)
+git_url = pattern(r"^((https?|ssh|git|file)://[^\s\"'<>\\`]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/-]+)\Z",
+                  "a git URL (https://, ssh://, git://, file:// or user@host:path)", max_len=2048)
+# A git ref (tag, branch or commit) as git check-ref-format accepts it, restricted to plain characters.
+git_ref = pattern(r"^(?!.*\.\.)(?!.*//)(?!.*\.lock\Z)(?!.*/\Z)[A-Za-z0-9][A-Za-z0-9._/+-]{0,199}\Z",
+                  "a git tag, branch or 40-hex commit (letters, digits and . _ / + -)", optional=True)
+
+
+def device_mode(name, value, spec):
+    """gdrcopy_device_mode: parsed as octal; no bits beyond rwx for owner, group and others."""
+    what = 'a quoted octal mode such as "0660"'
+    if not _is_text(value):
+        raise Invalid("%s must be %s (got %s%s)" % (name, what, shown(value), "; unquoted in YAML, 0660 is read as the "
+                                                    "number 432" if _is_int(value) else ""))
+    if not re.match(r"^[0-7]{3,4}\Z", value):
+        raise Invalid("%s must be %s (got %s)" % (name, what, shown(value)))
+    mode = int(value, 8)
+    if mode & 0o7000:
+        raise Invalid("%s %s sets the set-user-ID, set-group-ID or sticky bit, which mean nothing on a device node "
+                      'and are refused: use a mode such as "0660"' % (name, shown(value)))
+    return "%04o" % mode
+
+
+def common_name(name, value, spec):
+    """An X.509 common name, 1 to 64 characters (ub-common-name counts characters, not bytes)."""
+    value = _text(name, value, "a common name of 1 to 64 characters")
+    if not 1 <= len(value) <= 64 or value != value.strip():
+        raise Invalid("%s must be a common name of 1 to 64 characters, without leading or trailing spaces (got %d "
+                      "characters: %s)" % (name, len(value), shown(value)))
+    return value
+
+
+def password(name, value, spec):
+    """The MokManager one-time password: typed at the console, so printable, at most 256 characters (mokutil)."""
+    value = _text(name, value, "a password", secret=True)
+    if len(value) > 256:
+        raise Invalid("%s must be at most 256 characters (mokutil's limit; got %d)" % (name, len(value)))
+    return value
+
+
+def argv(name, value, spec):
+    """An argv list: strings without control characters; the program (first item) an absolute node path."""
+    value = list_of(lambda n, v, s: _text(n, v, "an argument"))(name, value, spec)
+    if value and not _NODE_PATH.match(value[0]):
+        raise Invalid("%s[0] must be the absolute path of the program on the node (got %s)" % (name, shown(value[0])))
+    return value
+
+
+def module_params(name, value, spec):
+    """gdrcopy_module_params: only the sub-options of the spec, each 0 or 1 (true/false/"1"/"0" read as such)."""
+    if not isinstance(value, dict):
+        raise Invalid("%s must be a mapping of gdrdrv options (got %s %s)" % (name, _type_name(value), shown(value)))
+    known = spec.get("options", {})
+    out = {}
+    for key in sorted(value, key=TEXT):
+        if key not in known:
+            raise Invalid("%s may only set %s (got the key %s)" % (name, ", ".join(sorted(known)), shown(key)))
+        item = value[key]
+        if _is_bool(item):
+            item = int(item)
+        elif _is_text(item) and item.strip() in ("0", "1"):
+            item = int(item.strip())
+        if not _is_int(item) or item not in (0, 1):
+            raise Invalid("%s.%s must be 0 or 1 (got %s)" % (name, key, shown(item)))
+        out[key] = item
+    return out
+
+
+def key_paths(name, value, spec):
+    """mok_signing_host_key_paths: a list of {key, cert}, both absolute node paths."""
+    if not isinstance(value, (list, tuple)):
+        raise Invalid("%s must be a list of {key, cert} (got %s %s)" % (name, _type_name(value), shown(value)))
+    out = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, dict) or sorted(pair) != ["cert", "key"]:
+            raise Invalid("%s[%d] must be a mapping with exactly key and cert (got %s)" % (name, i, shown(pair)))
+        out.append(dict((k, node_path()("%s[%d].%s" % (name, i, k), pair[k], spec)) for k in ("key", "cert")))
+    return out
+
+
+RELEASE_FIELDS = ("tag", "commit", "sha256", "url", "top_dir", "tests")
+_RELEASE_ROW = {
+    "tag": pattern(r"^v[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?\Z", "v<version>"),
+    "commit": pattern(COMMIT, "40 lowercase hex digits"),
+    "sha256": pattern(r"^[0-9a-f]{64}\Z", "64 lowercase hex digits"),
+    "url": pattern(r"^(https?|ftp|file)://[^\s\"'<>\\`]+\Z", "an https, http, ftp or file URL", max_len=2048),
+    "top_dir": pattern(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}\Z", "the tarball's top folder (a plain name)"),
+    "tests": list_of(pattern(r"^[A-Za-z0-9_]{1,64}\Z", "a test program name")),
+}
+
+
+def releases(name, value, spec):
+    """gdrcopy_releases: version -> a mapping of row fields (each checked; merged over the shipped row later)."""
+    if not isinstance(value, dict):
+        raise Invalid("%s must be a mapping of version -> release row (got %s %s)" % (
+            name, _type_name(value), shown(value)))
+    out = {}
+    for key in sorted(value, key=TEXT):
+        where = "%s[%s]" % (name, shown(key))
+        if not _is_text(key) or not re.match(VERSION, key):
+            raise Invalid('%s: the key must be a quoted version such as "2.7"' % where)
+        row = value[key]
+        if not isinstance(row, dict):
+            raise Invalid("%s must be a mapping of %s (got %s)" % (where, ", ".join(RELEASE_FIELDS), shown(row)))
+        extra = sorted(set(row) - set(RELEASE_FIELDS), key=TEXT)
+        if extra:
+            raise Invalid("%s has the unknown field %s (a row has %s)" % (where, shown(extra[0]),
+                                                                          ", ".join(RELEASE_FIELDS)))
+        out[key] = dict((field, _RELEASE_ROW[field]("%s.%s" % (where, field), row[field], spec)) for field in row)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every input of every role: its kind. tests/unit/test_inputs.py checks that this covers each argument spec
+# exactly and that the kinds agree with the specs' types.
+_SYSTEM = ("/", "/usr", "/etc", "/var", "/lib", "/bin", "/sbin", "/boot", "/opt", "/home", "/root", "/tmp", "/dev",
+           "/proc", "/sys", "/run", "/var/lib", "/usr/local", "/usr/lib")
+
+KINDS = {
+    "gdrcopy": {
+        "gdrcopy_version": version,
+        "gdrcopy_source_type": choice,
+        "gdrcopy_source_url": url,
+        "gdrcopy_source_sha256": sha256,
+        "gdrcopy_source_git_url": git_url,
+        "gdrcopy_source_git_ref": git_ref,
+        "gdrcopy_allow_unpinned": boolean,
+        "gdrcopy_cache_dir": controller_path(optional=True),
+        "gdrcopy_releases": releases,
+        "gdrcopy_artifact_dir": controller_path(optional=True),
+        "gdrcopy_mode": choice,
+        "gdrcopy_kernels": list_of(kernel_release),
+        "gdrcopy_install_kernel_headers": boolean,
+        "gdrcopy_nvidia_src_dir": node_path(optional=True),
+        "gdrcopy_nvidia_flavor": choice,
+        "gdrcopy_install_nvidia_source": boolean,
+        "gdrcopy_build_root": node_path(not_under=_SYSTEM),
+        "gdrcopy_prefix": node_path(not_under=_SYSTEM),
+        "gdrcopy_install_tests": choice,
+        "gdrcopy_cuda_home": node_path(),
+        "gdrcopy_module_params": module_params,
+        "gdrcopy_device_mode": device_mode,
+        "gdrcopy_device_world_access": boolean,
+        "gdrcopy_device_group": group_name,
+        "gdrcopy_device_group_create": boolean,
+        "gdrcopy_load": boolean,
+        "gdrcopy_chain_modules": list_of(module_name),
+        "gdrcopy_pre_install_tasks": controller_path(optional=True),
+        "gdrcopy_kernel_hook": boolean,
+        "gdrcopy_kernel_hook_sign_command": argv,
+        "gdrcopy_reboot_ok": boolean,
+        "gdrcopy_fast_rerun": boolean,
+    },
+    "mok_signing": {
+        "mok_signing_enabled": boolean,
+        "mok_signing_key_source": choice,
+        "mok_signing_host_key_paths": key_paths,
+        "mok_signing_controller_key": controller_path(optional=True),
+        "mok_signing_controller_cert": controller_path(optional=True),
+        "mok_signing_key_dir": node_path(not_under=_SYSTEM),
+        "mok_signing_key_cn": common_name,
+        "mok_signing_key_days": integer(1, 73000),
+        "mok_signing_sign_on_controller": boolean,
+        "mok_signing_enroll": boolean,
+        "mok_signing_enrollment_password": password,
+        "mok_signing_mokmanager_timeout": integer(-1, 32767),
+        "mok_signing_configure_dkms": boolean,
+        "mok_signing_secure_logging": boolean,
+        "mok_signing_reboot_ok": boolean,
+    },
+    "nvidia_peermem": {
+        "nvidia_peermem_state": choice,
+        "nvidia_peermem_legacy_nv_peer_mem": choice,
+        "nvidia_peermem_persist": boolean,
+    },
+}
+
+# The argument spec type each kind stands for (test_inputs.py compares them with the specs).
+KIND_TYPES = {boolean: "bool", choice: "str", version: "str", sha256: "str", device_mode: "str", common_name: "str",
+              password: "str", argv: "list", module_params: "dict", key_paths: "list", releases: "dict"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The rules that involve several inputs: rules(values, context) -> list of sentences.
+
+
+def merged_release_table(shipped, added):
+    """The shipped release table (files/releases.yml) with gdrcopy_releases' rows merged over it, field by field."""
+    table = dict((k, dict(v)) for k, v in shipped.get("releases", {}).items())
+    for key, row in added.items():
+        table[key] = dict(table.get(key, {}), **row)
+    return table
+
+
+def _gdrcopy_rules(values, context):
+    errors = []
+    table = context["releases"]
+    for key, row in sorted(table.items()):
+        missing = [f for f in RELEASE_FIELDS if f not in row]
+        if missing:
+            errors.append('gdrcopy_releases["%s"] is not a whole release row: it lacks %s (a new version needs tag, '
+                          "commit, sha256, url, top_dir and tests, as in roles/gdrcopy/files/releases.yml)" % (
+                              key, ", ".join(missing)))
+    version_ = values["gdrcopy_version"]
+    release = table.get(version_, {})
+    if values["gdrcopy_source_type"] == "tarball":
+        if not release and not (values["gdrcopy_source_url"] and values["gdrcopy_source_sha256"]):
+            errors.append('gdrcopy_version "%s" is not in the release table (%s): pick one of those, add the release '
+                          "with gdrcopy_releases (see src/README.md), or set both gdrcopy_source_url and "
+                          "gdrcopy_source_sha256 for your own tarball" % (version_, ", ".join(sorted(table))))
+    else:
+        ref = values["gdrcopy_source_git_ref"]
+        pinned = (re.match(COMMIT, ref) or (release and ref in ("", release.get("tag"))))
+        if not pinned and not values["gdrcopy_allow_unpinned"]:
+            errors.append('gdrcopy_source_git_ref "%s" is not pinned for gdrcopy_version "%s": use the release\'s tag '
+                          'from the release table (leave gdrcopy_source_git_ref ""), a full 40-hex commit, or set '
+                          "gdrcopy_allow_unpinned: true to build a moving ref" % (ref or "v" + version_, version_))
+    mode = int(values["gdrcopy_device_mode"], 8)
+    if mode & 0o007 and not values["gdrcopy_device_world_access"]:
+        errors.append('gdrcopy_device_mode "%s" gives every local user access to /dev/gdrdrv (its ioctls pin and map '
+                      'GPU memory): use "0660" and add the users to gdrcopy_device_group ("%s"), or set '
+                      "gdrcopy_device_world_access: true to accept it" % (values["gdrcopy_device_mode"],
+                                                                          values["gdrcopy_device_group"]))
+    return errors
+
+
+def _gdrcopy_concerns(values, context):
+    if int(values["gdrcopy_device_mode"], 8) & 0o007:
+        return ['gdrcopy_device_mode "%s" with gdrcopy_device_world_access: true lets every local user open /dev/gdrdrv '
+                "and pin GPU memory through it" % values["gdrcopy_device_mode"]]
+    return []
+
+
+def _mok_signing_rules(values, context):
+    if not values["mok_signing_enabled"]:
+        return []
+    errors = []
+    if bool(values["mok_signing_controller_key"]) != bool(values["mok_signing_controller_cert"]):
+        errors.append("mok_signing_controller_key and mok_signing_controller_cert go together: set both (the private "
+                      "key and its certificate on the controller) or neither")
+    if values["mok_signing_key_source"] == "controller" and not values["mok_signing_controller_key"]:
+        errors.append("mok_signing_key_source is controller but mok_signing_controller_key and "
+                      "mok_signing_controller_cert are not set: set them, or use key source auto, enrolled or generate")
+    if values["mok_signing_sign_on_controller"]:
+        errors.append("mok_signing_sign_on_controller: true is not available yet (the modules are signed on the host, "
+                      "with the controller's key copied there 0600 when mok_signing_key_source is controller); set it "
+                      "to false")
+    return errors
+
+
+RULES = {"gdrcopy": _gdrcopy_rules, "mok_signing": _mok_signing_rules, "nvidia_peermem": lambda values, context: []}
+CONCERNS = {"gdrcopy": _gdrcopy_concerns}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def check_role(role, options, values, shipped_releases=None):
+    """Check one role's inputs.
+
+    options: the role's argument spec options (meta/argument_specs.yml); values: name -> value as the play has
+    them (a missing name takes the spec's default). Returns (normalised, errors, concerns, context): normalised
+    holds every option; errors are sentences (empty when all passed); concerns are sentences about accepted but
+    risky values; context holds what the rules derived (the merged release table for gdrcopy).
+    """
+    kinds = KINDS[role]
+    normalised, errors = {}, []
+    for name in sorted(options):
+        spec = options[name]
+        value = values[name] if name in values else spec.get("default")
+        try:
+            normalised[name] = kinds[name](name, value, spec)
+        except Invalid as err:
+            errors.append(TEXT(err))
+    context = {}
+    if role == "gdrcopy" and "gdrcopy_releases" in normalised:
+        context["releases"] = merged_release_table(shipped_releases or {}, normalised["gdrcopy_releases"])
+    if errors:
+        return normalised, errors, [], context
+    errors = RULES[role](normalised, context)
+    concerns = [] if errors else CONCERNS.get(role, lambda v, c: [])(normalised, context)
+    return normalised, errors, concerns, context
+
+
+def digest(normalised, options, leave_out=(), files=None):
+    """sha256 of the normalised inputs that describe the host's state: not the secret ones (no_log in the spec),
+    not those named in leave_out (the fast-rerun switch itself); files: name -> sha256 of a controller file whose
+    content is an input too (a certificate; never a private key)."""
+    kept = dict((k, v) for k, v in normalised.items() if not options[k].get("no_log") and k not in leave_out)
+    kept["files"] = dict(files or {})
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def file_sha256(path):
+    """sha256 of a file's bytes."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            sha.update(block)
+    return sha.hexdigest()

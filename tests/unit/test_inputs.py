@@ -1,0 +1,272 @@
+"""The role inputs (plugins/module_utils/gdrcopy_inputs.py, run by the gdrcopy_inputs action plugin): every input
+of every role has a strict kind; hostile values are refused in one sentence that names the input, or accepted and
+then harmless where they end up (the real templates render them verbatim, a shell needs no quoting for them).
+
+The property tests draw at least 200 values per input (hypothesis; derandomised, so CI sees the same ones): strings
+with newlines, NUL, shell, systemd and modprobe metacharacters, "..", unicode, very long values, and wrong types
+("false", numbers, lists, mappings). test_bad_input.py runs the same plugin through ansible-playbook."""
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
+from conftest import REPO
+
+hypothesis = pytest.importorskip("hypothesis")  # requirements-test.txt; a bare ansible-core matrix venv lacks it
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+jinja2 = pytest.importorskip("jinja2")
+
+ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
+EXAMPLES = 200
+
+
+def options(role):
+    return yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())[
+        "argument_specs"]["main"]["options"]
+
+
+OPTIONS = dict((role, options(role)) for role in ROLES)
+SHIPPED = yaml.safe_load((REPO / "roles" / "gdrcopy" / "files" / "releases.yml").read_text())
+
+
+def check(role, **values):
+    return I.check_role(role, OPTIONS[role], values, SHIPPED)
+
+
+def errors_of(role, **values):
+    return check(role, **values)[1]
+
+
+def role_of(name):
+    return next(role for role in ROLES if name in OPTIONS[role])
+
+
+# --- the table itself -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_input_has_a_kind_and_the_kinds_agree_with_the_spec(role):
+    assert sorted(I.KINDS[role]) == sorted(OPTIONS[role])
+    for name, spec in OPTIONS[role].items():
+        kind = I.KINDS[role][name]
+        assert (kind is I.boolean) == (spec["type"] == "bool"), name
+        assert (kind is I.choice) == ("choices" in spec), name
+        if kind in I.KIND_TYPES:
+            assert I.KIND_TYPES[kind] == spec["type"], name
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_defaults_pass_and_come_back_as_defaults_main_has_them(role):
+    normalised, errors, concerns, context = check(role)
+    assert errors == [] and concerns == []
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    assert normalised == defaults
+
+
+# --- the defects of issue 14, each as it was reproduced -------------------------------------------------------
+
+@pytest.mark.parametrize("mode,named", [
+    ("0666\n", "gdrcopy_device_mode"),                   # a YAML block scalar: $ matched before the newline
+    ("0664", "gdrcopy_device_world_access"),             # world-readable: every user gets gdrdrv's ioctls
+    ("0644", "gdrcopy_device_world_access"),
+    ("0661", "gdrcopy_device_world_access"),
+    ("4660", "set-user-ID"), ("2660", "set-group-ID"), ("1660", "sticky"),
+    (432, "number 432"), ("rw-rw----", "gdrcopy_device_mode"), ("08", "gdrcopy_device_mode"),
+])
+def test_a_device_mode_that_opens_gdrdrv_to_others_is_refused(mode, named):
+    errors = errors_of("gdrcopy", gdrcopy_device_mode=mode)
+    assert len(errors) == 1 and named in errors[0] and "gdrcopy_device_mode" in errors[0]
+
+
+def test_world_access_must_be_asked_for_and_is_then_a_concern():
+    normalised, errors, concerns, _ = check("gdrcopy", gdrcopy_device_mode="666", gdrcopy_device_world_access="yes")
+    assert errors == [] and normalised["gdrcopy_device_mode"] == "0666"
+    assert len(concerns) == 1 and "every local user" in concerns[0]
+    assert errors_of("gdrcopy", gdrcopy_device_mode="4666", gdrcopy_device_world_access=True)  # set-id never
+
+
+@pytest.mark.parametrize("name,value", [
+    ("gdrcopy_version", ""),
+    ("gdrcopy_version", "../../../usr"),
+    ("gdrcopy_version", "2.6\ninstall nvidia /bin/sh -c 'id > /tmp/x'"),
+    ("gdrcopy_version", "$(touch /tmp/pwned)"),
+    ("gdrcopy_version", 2.6),
+    ("gdrcopy_chain_modules", ["nvidia-peermem\nExecStartPre=/bin/sh -c id"]),
+    ("gdrcopy_chain_modules", "nvidia-peermem"),
+    ("gdrcopy_prefix", "/opt/gdrcopy; rm -rf /"),
+    ("gdrcopy_prefix", "/opt/gdr copy"),
+    ("gdrcopy_prefix", "/usr"),
+    ("gdrcopy_prefix", "/opt/../usr"),
+    ("gdrcopy_build_root", "/"),
+    ("gdrcopy_kernels", "6.1.0-28-amd64"),
+    ("gdrcopy_kernels", ["../../etc"]),
+    ("gdrcopy_kernels", ["6.1.0-28-amd64\n"]),
+    ("gdrcopy_source_git_ref", "v2.6 --upload-pack=touch"),
+    ("gdrcopy_source_git_url", "ext::sh -c touch% /tmp/pwned"),
+    ("gdrcopy_source_git_url", "--upload-pack=id"),
+    ("gdrcopy_device_group", "gdrcopy\nchmod 777 /dev/gdrdrv"),
+    ("gdrcopy_kernel_hook_sign_command", ["sign-it"]),
+    ("gdrcopy_load", "sometimes"),
+    ("mok_signing_key_dir", "/var/lib/gdrcopy ansible/mok"),
+    ("mok_signing_key_dir", "/var/lib/$(id)/mok"),
+    ("mok_signing_key_cn", "x" * 65),
+    ("mok_signing_key_cn", "line\nbreak"),
+    ("mok_signing_key_days", True),
+    ("mok_signing_host_key_paths", [{"key": "/k", "cert": "relative"}]),
+    ("nvidia_peermem_persist", "maybe"),
+])
+def test_a_value_that_could_reach_a_shell_a_unit_or_a_config_line_is_refused_by_name(name, value):
+    errors = errors_of(role_of(name), **{name: value})
+    assert len(errors) == 1 and name in errors[0], errors
+
+
+@pytest.mark.parametrize("given_,expected", [
+    ("false", False), ("False", False), ("no", False), ("0", False), ("off", False), (0, False), (False, False),
+    ("true", True), ("yes", True), ("1", True), ("on", True), (1, True), (True, True),
+])
+def test_a_boolean_from_the_command_line_is_a_boolean_once_checked(given_, expected):
+    for role in ROLES:
+        for name, spec in OPTIONS[role].items():
+            if spec["type"] == "bool":
+                normalised, errors, _, _ = check(role, **{name: given_})
+                if not errors:  # mok_signing_sign_on_controller: true is refused by its own rule
+                    assert normalised[name] is expected, name
+
+
+def test_install_tests_takes_a_yaml_boolean_and_module_params_take_strings():
+    normalised = check("gdrcopy", gdrcopy_install_tests=True, gdrcopy_module_params={"dbg_enabled": "1"})[0]
+    assert normalised["gdrcopy_install_tests"] == "true" and normalised["gdrcopy_module_params"] == {"dbg_enabled": 1}
+
+
+def test_40_cyrillic_characters_and_a_plus_are_a_common_name():
+    assert errors_of("mok_signing", mok_signing_key_cn="Ж" * 40) == []
+    assert errors_of("mok_signing", mok_signing_key_cn="a+b") == []
+
+
+def test_gdrcopy_releases_rows_are_checked_and_merged():
+    normalised, errors, _, context = check("gdrcopy", gdrcopy_releases={"2.6": {"url": "file:///srv/g.tar.gz"}})
+    assert errors == [] and context["releases"]["2.6"]["url"] == "file:///srv/g.tar.gz"
+    assert context["releases"]["2.6"]["sha256"] == SHIPPED["releases"]["2.6"]["sha256"]
+    assert "lacks" in errors_of("gdrcopy", gdrcopy_releases={"2.9": {"url": "https://x/y.tar.gz"}})[0]
+    assert "unknown field" in errors_of("gdrcopy", gdrcopy_releases={"2.6": {"sha": "x"}})[0]
+
+
+def test_the_digest_leaves_out_secrets_and_the_fast_rerun_switch_and_takes_a_certificate():
+    opts = OPTIONS["mok_signing"]
+    base = check("mok_signing")[0]
+    secret = check("mok_signing", mok_signing_enrollment_password="hunter2")[0]
+    assert I.digest(base, opts) == I.digest(secret, opts)
+    assert I.digest(base, opts) != I.digest(base, opts, files={"mok_signing_controller_cert": "ab"})
+    g = check("gdrcopy")[0]
+    assert I.digest(g, OPTIONS["gdrcopy"], leave_out=("gdrcopy_fast_rerun",)) == I.digest(
+        dict(g, gdrcopy_fast_rerun=False), OPTIONS["gdrcopy"], leave_out=("gdrcopy_fast_rerun",))
+
+
+# --- hostile values, generated ---------------------------------------------------------------------------------
+
+METACHARS = ["\n", "\r", "\x00", "\t", " ", ";", "&", "|", "$(", "`", "'", '"', "\\", ">", "<", "*", "?", "#",
+             "%", "=", ":", "..", "../", "/", "//", "~", "!", "{", "}", "[", "]", "\u2028", "\x85", "\x1b[31m",
+             "Ж", "é", "\ufeff", "-", "--", "+", ",", "@"]
+# Plausible starts, so that the metacharacter lands in something that otherwise looks valid.
+SEEDS = ["", "2.6", "6.1.0-28-amd64", "/opt/gdrcopy", "/var/lib/x", "nvidia-peermem", "gdrcopy", "0660", "v2.6",
+         "https://example.org/g.tar.gz", "auto", "true", "a"]
+
+hostile_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(codec="ascii"), max_size=40),
+    st.builds(lambda seed, meta, tail: seed + meta + tail, st.sampled_from(SEEDS), st.sampled_from(METACHARS),
+              st.text(max_size=12)),
+    st.builds(lambda seed, n: seed * n, st.sampled_from(["a", "/a", "0", "Ж"]), st.integers(100, 3000)),
+    st.sampled_from(METACHARS + SEEDS + ["false", "yes", "null", "None", "0o660", "0x1b6", "-1", "1e3"]),
+)
+wrong_type = st.one_of(st.booleans(), st.integers(-10 ** 6, 10 ** 6), st.floats(allow_nan=True), st.none(),
+                       st.lists(hostile_text, max_size=3), st.dictionaries(hostile_text, hostile_text, max_size=2))
+hostile = st.one_of(hostile_text, wrong_type, st.lists(hostile_text, min_size=1, max_size=4),
+                    st.lists(st.dictionaries(st.sampled_from(["key", "cert", "x"]), hostile_text, max_size=3),
+                             max_size=2))
+
+TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles" / "gdrcopy" / "templates")),
+                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+TEMPLATES.filters["quote"] = shlex.quote  # ansible's quote filter is shlex.quote
+
+
+def render(name, normalised):
+    return TEMPLATES.get_template(name).render(
+        ansible_managed="Ansible managed", __gdrcopy_in=normalised, __gdrcopy_version=normalised["gdrcopy_version"],
+        __gdrcopy_libexec="/usr/local/libexec/gdrcopy-ansible", __gdrcopy_current_link="/opt/gdrcopy/current")
+
+
+def shell_word(value):
+    """A value a shell reads as one plain word: quoting would not change it."""
+    return isinstance(value, str) and value != "" and shlex.quote(value) == value
+
+
+def assert_harmless(name, value, normalised):
+    """Where an accepted value ends up, it is verbatim and cannot add a line, a word or a directive."""
+    assert not I._CONTROL.search(json.dumps(value, ensure_ascii=False).replace("\\", "")), (name, value)
+    kind = I.KINDS[role_of(name)][name]
+    if name == "gdrcopy_version":
+        conf = render("modprobe-gdrdrv.conf.j2", normalised)
+        directives = [line.split()[0] for line in conf.splitlines() if line and not line.startswith("#")]
+        assert directives == ["options", "install", "remove"], conf
+        assert shell_word(value) and re.fullmatch(r"[0-9.]+", value)
+    elif name == "gdrcopy_chain_modules":
+        unit = render("gdrcopy.service.j2", normalised)
+        starts = [line for line in unit.splitlines() if line.startswith("Exec")]
+        assert starts == (["ExecStart=/sbin/modprobe nvidia"] + ["ExecStart=-/sbin/modprobe " + m for m in value]
+                          + ["ExecStart=/sbin/modprobe gdrdrv", "ExecStart=/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod"])
+        assert all(shell_word(m) and "%" not in m for m in value)
+    elif name in ("gdrcopy_device_mode", "gdrcopy_device_group"):
+        script = render("gdrdrv-mknod.j2", normalised)
+        lines = dict(line.split("=", 1) for line in script.splitlines() if re.match(r"^(mode|group)=", line))
+        assert lines == {"mode": normalised["gdrcopy_device_mode"], "group": normalised["gdrcopy_device_group"]}
+        assert shell_word(lines["mode"]) and shell_word(lines["group"])
+    elif name == "gdrcopy_module_params":
+        conf = render("modprobe-gdrdrv.conf.j2", normalised)
+        options_line = [line for line in conf.splitlines() if line.startswith("options")]
+        assert options_line == (["options gdrdrv " + " ".join("%s=%d" % kv for kv in sorted(value.items()))]
+                                if value else [])
+    elif kind is I.KINDS["gdrcopy"]["gdrcopy_kernels"]:
+        assert all(shell_word(k) and "/" not in k and ".." not in k for k in value)
+    elif getattr(kind, "what", "").startswith("an absolute path on the node") or name == "mok_signing_host_key_paths":
+        paths = [p for pair in value for p in pair.values()] if isinstance(value, list) else [value]
+        assert all(p == "" or (shell_word(p) and "%" not in p and "/../" not in p + "/") for p in paths)
+    elif getattr(kind, "what", "").startswith("an absolute path on the controller"):
+        assert value == "" or (value.startswith("/") and shlex.split(shlex.quote(value)) == [value])
+    elif name == "gdrcopy_kernel_hook_sign_command":
+        assert json.loads(json.dumps(value)) == value and (not value or shell_word(value[0]))
+
+
+INPUTS = [(role, name) for role in ROLES for name in sorted(OPTIONS[role])]
+# The other inputs that let a value through the rules that involve several (so that only its own kind stands
+# between a hostile value and the host): a version outside the release table with its own tarball, any mode with
+# world access, any git ref with unpinned sources allowed.
+PERMISSIVE = {
+    "gdrcopy_version": {"gdrcopy_source_url": "https://example.org/g.tar.gz", "gdrcopy_source_sha256": "a" * 64},
+    "gdrcopy_device_mode": {"gdrcopy_device_world_access": True},
+    "gdrcopy_source_git_ref": {"gdrcopy_source_type": "git", "gdrcopy_allow_unpinned": True},
+    "gdrcopy_source_git_url": {"gdrcopy_source_type": "git"},
+}
+
+
+@pytest.mark.parametrize("role,name", INPUTS, ids=["%s" % name for role, name in INPUTS])
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(value=hostile)
+def test_a_hostile_value_is_refused_by_name_or_harmless(role, name, value):
+    normalised, errors, concerns, _ = check(role, **dict(PERMISSIVE.get(name, {}), **{name: value}))
+    if errors:
+        assert any(name in e for e in errors), errors
+        secret = OPTIONS[role][name].get("no_log")
+        for e in errors:
+            assert "\n" not in e and not I._CONTROL.search(e), e     # one line, whatever the value held
+            assert len(e) < 900, e                                  # a long value is cut, not echoed whole
+            if secret and isinstance(value, str) and len(value) > 3:
+                assert value not in e                               # a password is never shown
+    else:
+        assert_harmless(name, normalised[name], normalised)
