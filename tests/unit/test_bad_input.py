@@ -61,6 +61,19 @@ def test_the_defaults_pass(tmp_path, role):
     ("gdrcopy", {"gdrcopy_source_url": "ssh://mirror/gdrcopy.tar.gz"}, "gdrcopy_source_url"),
     ("gdrcopy", {"gdrcopy_version": "2.9"}, 'gdrcopy_version "2.9"'),
     ("mok_signing", {"mok_signing_key_dir": "relative/dir"}, "mok_signing_key_dir"),
+    # issue 14: each passed validation before (tests/unit/test_inputs.py has them all, through the plugin alone)
+    ("gdrcopy", {"gdrcopy_device_mode": "0666\n"}, "gdrcopy_device_mode"),
+    ("gdrcopy", {"gdrcopy_device_mode": "0664"}, "gdrcopy_device_world_access"),
+    ("gdrcopy", {"gdrcopy_device_mode": "4660"}, "set-user-ID"),
+    ("gdrcopy", {"gdrcopy_version": "2.6\ninstall nvidia /bin/sh -c id", "gdrcopy_source_url": "https://x/g.tar.gz",
+                 "gdrcopy_source_sha256": "a" * 64}, "gdrcopy_version"),
+    ("gdrcopy", {"gdrcopy_version": "../../../usr", "gdrcopy_source_url": "https://x/g.tar.gz",
+                 "gdrcopy_source_sha256": "a" * 64}, "gdrcopy_version"),
+    ("gdrcopy", {"gdrcopy_chain_modules": ["nvidia-peermem\nExecStartPre=/bin/sh -c id"]}, "gdrcopy_chain_modules[0]"),
+    ("gdrcopy", {"gdrcopy_prefix": "/opt/gdrcopy; touch /tmp/x"}, "gdrcopy_prefix"),
+    ("gdrcopy", {"gdrcopy_kernels": "6.1.0-28-amd64"}, "gdrcopy_kernels"),
+    ("mok_signing", {"mok_signing_key_dir": "/var/lib/gdrcopy ansible/mok"}, "mok_signing_key_dir"),
+    ("mok_signing", {"mok_signing_key_cn": "x" * 40 + "\n"}, "mok_signing_key_cn"),
 ])
 @pytest.mark.fault(10)
 def test_a_bad_variable_is_refused_with_its_name(tmp_path, role, variables, named):
