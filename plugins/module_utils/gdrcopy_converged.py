@@ -34,7 +34,7 @@ MANAGED_PATHS = (
     "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
     "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible",
     "/etc/gdrcopy-ansible/*",
-    "/etc/dkms/framework.conf",
+    "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf",
     "/var/lib/gdrcopy-ansible/mok/*",
     "/var/lib/gdrcopy-ansible/mok/.*",
     "/var/lib/gdrcopy-ansible/mok-signer.der",

@@ -9,6 +9,8 @@ with newlines, NUL, shell, systemd and modprobe metacharacters, "..", unicode, v
 import json
 import re
 import shlex
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,6 +197,21 @@ TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles"
 TEMPLATES.filters["quote"] = shlex.quote  # ansible's quote filter is shlex.quote
 
 
+MOK_TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles" / "mok_signing" / "templates")),
+                                   undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+MOK_TEMPLATES.filters["quote"] = shlex.quote
+
+
+def dkms_reads(key, cert, tmp_dir):
+    """What DKMS's bash reads from the rendered framework.conf.d drop-in (it sources the file)."""
+    conf = Path(tmp_dir) / "gdrcopy-ansible.conf"
+    conf.write_text(MOK_TEMPLATES.get_template("dkms-framework.conf.j2").render(
+        ansible_managed="Ansible managed", __mok_signing_key_path=key, mok_signing_cert_path=cert))
+    out = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\0%s" "$mok_signing_key" "$mok_certificate"', "-",
+                          str(conf)], capture_output=True, text=True, check=True).stdout
+    return out.split("\0")
+
+
 def render(name, normalised):
     return TEMPLATES.get_template(name).render(
         ansible_managed="Ansible managed", __gdrcopy_in=normalised, __gdrcopy_version=normalised["gdrcopy_version"],
@@ -233,6 +250,10 @@ def assert_harmless(name, value, normalised):
                                 if value else [])
     elif kind is I.KINDS["gdrcopy"]["gdrcopy_kernels"]:
         assert all(shell_word(k) and "/" not in k and ".." not in k for k in value)
+    elif name == "mok_signing_key_dir":
+        with tempfile.TemporaryDirectory() as tmp_dir:
+            assert dkms_reads(value + "/mok.key", value + "/mok.der", tmp_dir) == [value + "/mok.key", value + "/mok.der"]
+        assert shell_word(value) and "%" not in value
     elif getattr(kind, "what", "").startswith("an absolute path on the node") or name == "mok_signing_host_key_paths":
         paths = [p for pair in value for p in pair.values()] if isinstance(value, list) else [value]
         assert all(p == "" or (shell_word(p) and "%" not in p and "/../" not in p + "/") for p in paths)
@@ -270,3 +291,13 @@ def test_a_hostile_value_is_refused_by_name_or_harmless(role, name, value):
                 assert value not in e                               # a password is never shown
     else:
         assert_harmless(name, normalised[name], normalised)
+
+
+@pytest.mark.parametrize("key_dir", ["/var/lib/gdrcopy-ansible/mok", "/srv/keys/a+b@c", "/x/-y"])
+def test_dkms_reads_the_key_pair_verbatim_from_its_drop_in(tmp_path, key_dir):
+    """Before: mok_signing_key_dir went unquoted into framework.conf, which DKMS sources with bash (a space emptied
+    the key setting, so DKMS signed with its own key). Now a space is refused and every value is quoted."""
+    assert errors_of("mok_signing", mok_signing_key_dir=key_dir) == []
+    assert dkms_reads(key_dir + "/mok.key", key_dir + "/mok.der", tmp_path) == [key_dir + "/mok.key", key_dir + "/mok.der"]
+    # quoting alone would have saved a path with a space: the drop-in holds it whole
+    assert dkms_reads("/a b/mok.key", "/a b/mok.der", tmp_path) == ["/a b/mok.key", "/a b/mok.der"]

@@ -116,3 +116,15 @@ def test_a_full_disk_fails_in_one_sentence_and_the_previous_install_is_intact(tm
         assert json.loads((dest / ".gdrcopy-install.json").read_text()) == {"v": 1}
     finally:
         subprocess.run(["umount", str(fs)], check=True)
+
+
+@pytest.mark.parametrize("dest", ["{prefix}/", "{prefix}/../../usr", "{prefix}/2.6/..", "relative/2.6", "/2.6",
+                                  "{prefix}/current"])
+def test_a_dest_that_is_not_prefix_slash_version_is_refused_before_anything_moves(tmp_path, built, dest):
+    """Before: a version of "" or ../../../usr made gdrcopy-install move and rm -rf the prefix, or /usr."""
+    prefix = tmp_path / "opt" / "gdrcopy"
+    (prefix / "2.5").mkdir(parents=True)
+    (prefix / "2.5" / "keep").write_text("x")
+    r = install(built, dest.format(prefix=prefix), {"v": 1})
+    assert r.returncode == 2 and "--dest must be an absolute PREFIX/VERSION" in r.stderr, r.stderr
+    assert (prefix / "2.5" / "keep").read_text() == "x" and sorted(p.name for p in prefix.iterdir()) == ["2.5"]

@@ -163,3 +163,20 @@ def test_a_module_is_compressed_again_with_xz_crc32_which_the_kernel_can_check(t
     checks = [line.split("\t")[6] for line in listing.splitlines() if line.startswith("file\t")]
     assert checks == ["CRC32"], listing
     assert mok_sign.run(mok_sign.COMPRESSORS[".xz"][0], packed) == b"\x7fELF module body"
+
+
+# cryptography warns about 40 Cyrillic characters (it counts the 80 UTF-8 bytes; X.509's limit counts characters)
+@pytest.mark.filterwarnings("ignore:Attribute's length")
+@pytest.mark.parametrize("cn", ["a+b", "Ж" * 40, "gdrcopy, cluster=7 \\ key/2", "é+/=\\"])
+def test_keygen_writes_every_common_name_validation_accepts_verbatim(tmp_path, cn):
+    """Before: "a+b" broke key generation (+ starts another attribute in -subj) and 40 Cyrillic characters were
+    read as 80 Latin-1 ones (garbled, and over the 64-character limit). The name is now read back exactly."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
+    assert I.common_name("mok_signing_key_cn", cn, {}) == cn
+    r = subprocess.run([str(FILES / "mok-keygen"), str(tmp_path / "k"), cn, "30"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    x509 = pytest.importorskip("cryptography.x509")
+    cert = x509.load_der_x509_certificate((tmp_path / "k" / "mok.der").read_bytes())
+    names = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    assert [n.value for n in names] == [cn] and len(cert.subject.rdns) == 1
+    assert cn in r.stdout
