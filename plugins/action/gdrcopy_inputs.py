@@ -92,6 +92,7 @@ class ActionModule(ActionBase):
         result["concerns"] = concerns
         if "releases" in context:
             result["release_table"] = context["releases"]
+            result["source"] = context["source"]
         for concern in concerns:
             self._display.warning("%s: %s." % (task_vars.get("inventory_hostname", "?"), concern))
         result["changed"] = False

@@ -473,6 +473,33 @@ def _mok_signing_rules(values, context):
     return errors
 
 
+def resolve_source(values, table):
+    """The source a host builds, from its normalised inputs and the merged release table.
+
+    tarball: the URL and sha256 (the user's, else the release row's) and the controller cache file, named by the
+    checksum, so two pins never share a file. git: the repository, the ref (default: the release tag), the commit it
+    must resolve to ("" when the release table does not pin it and the ref is not itself a commit), and a key and a
+    clone directory of its own per repository. key names the source: hosts with equal keys share one fetch.
+    """
+    version_ = values["gdrcopy_version"]
+    release = table.get(version_, {})
+    if values["gdrcopy_source_type"] == "tarball":
+        sha = (values["gdrcopy_source_sha256"] or release.get("sha256", "")).lower()
+        url_ = values["gdrcopy_source_url"] or release.get("url", "")
+        return {"type": "tarball", "version": version_, "url": url_, "sha256": sha,
+                "file": "gdrcopy-%s-%s.tar.gz" % (version_, sha), "key": "tarball-%s-%s" % (version_, sha),
+                "release_sha256": release.get("sha256", "")}
+    repo = values["gdrcopy_source_git_url"]
+    ref = values["gdrcopy_source_git_ref"] or release.get("tag") or "v" + version_
+    if release.get("tag") and ref == release["tag"]:
+        pin = release.get("commit", "")
+    else:
+        pin = ref if re.match(COMMIT, ref) else ""
+    ident = hashlib.sha256(json.dumps([repo, ref, version_]).encode("utf-8")).hexdigest()[:16]
+    return {"type": "git", "version": version_, "repo": repo, "ref": ref, "pin": pin, "key": "git-" + ident,
+            "clone": "git/" + hashlib.sha256(repo.encode("utf-8")).hexdigest()[:16]}
+
+
 RULES = {"gdrcopy": _gdrcopy_rules, "mok_signing": _mok_signing_rules, "nvidia_peermem": lambda values, context: []}
 CONCERNS = {"gdrcopy": _gdrcopy_concerns}
 
@@ -503,6 +530,8 @@ def check_role(role, options, values, shipped_releases=None):
     if errors:
         return normalised, errors, [], context
     errors = RULES[role](normalised, context)
+    if role == "gdrcopy" and not errors:
+        context["source"] = resolve_source(normalised, context["releases"])
     concerns = [] if errors else CONCERNS.get(role, lambda v, c: [])(normalised, context)
     return normalised, errors, concerns, context
 

@@ -65,6 +65,15 @@ concerns:
   returned: success
   type: list
   elements: str
+source:
+  description:
+    - The source the host builds (role C(gdrcopy) only). C(type) C(tarball) - C(version), C(url), C(sha256) (the
+      user's pin, else the release table's), C(release_sha256) (the table's), C(file) (the controller cache file,
+      named by its checksum) and C(key). C(type) C(git) - C(version), C(repo), C(ref), C(pin) (the commit the ref must
+      resolve to, empty when unpinned), C(clone) (its directory in the cache) and C(key).
+    - Hosts whose sources have equal C(key) share one fetch on the controller.
+  returned: success and role is gdrcopy
+  type: dict
 release_table:
   description: The release table with C(gdrcopy_releases) merged over the shipped one (role C(gdrcopy) only).
   returned: success and role is gdrcopy

@@ -1,5 +1,6 @@
 """roles/gdrcopy/files/gdrcopy-build: all-or-nothing builds with stamps, run for real on small tarballs."""
 
+import hashlib
 import json
 import subprocess
 import tarfile
@@ -20,8 +21,13 @@ def tarball(tmp_path, makefile: str, name="gdrcopy-2.6") -> Path:
     return path
 
 
-def build(tar, out, stamp, *cmd, artifact=None, log=None):
-    argv = [str(HELPER), "--tarball", str(tar), "--dir", str(out), "--stamp", json.dumps(stamp)]
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def build(tar, out, stamp, *cmd, artifact=None, log=None, pin=None):
+    argv = [str(HELPER), "--tarball", str(tar), "--sha256", pin or sha256(tar), "--dir", str(out),
+            "--stamp", json.dumps(stamp)]
     if artifact:
         argv += ["--artifact", artifact]
     if log:
@@ -112,3 +118,15 @@ def test_a_build_of_other_inputs_is_refused_and_the_old_one_stays(tmp_path):
     assert r.returncode != 0 and "made from other inputs" in r.stderr
     assert (other / "gdrdrv.ko").read_text() == "previous"
     assert not Path(str(other) + ".new").exists()
+
+
+def test_a_tarball_that_is_not_the_pin_is_never_unpacked(tmp_path):
+    """Before: the node built whatever tarball sat under its name; the second host of a play that pinned another
+    release got the first host's. Now the copy on the node is checked against the host's own pin."""
+    out = tmp_path / "build" / "driver" / "k1"
+    tar = tarball(tmp_path, GOOD)
+    assert build(tar, out, {"kernel": "k1"}, "make", "driver").returncode == 0
+    before = (out / ".gdrcopy-stamp.json").read_text()
+    r = build(tar, out, {"kernel": "k2"}, "make", "driver", pin="0" * 64)
+    assert r.returncode == 1 and "not the pinned " + "0" * 64 in r.stderr, r.stderr
+    assert (out / ".gdrcopy-stamp.json").read_text() == before and not (tmp_path / "build" / "driver" / "k1.new").exists()

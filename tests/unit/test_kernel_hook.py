@@ -2,6 +2,7 @@
 gdrcopy-build helper from a small tarball whose Makefile writes a module, with the stamp the role would write,
 signed by a command and installed; only depmod is answered by the test (the kernel is not real)."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -35,10 +36,11 @@ def host(tmp_path):
     signer.write_text("#!/bin/sh\nfor a in \"$@\"; do case $a in *=*) echo ' signed' >> \"${a#*=}\";; esac; done\n"
                       "echo '{\"changed\": true}'\n")
     signer.chmod(0o755)
+    sha = hashlib.sha256(tarball.read_bytes()).hexdigest()
     cfg = {"build_helper": str(FILES / "gdrcopy-build"), "tarball": str(tarball),
            "build_log": str(tmp_path / "build" / "builds.log"), "driver_dir": str(tmp_path / "build" / "driver"),
-           "stamp_base": {"component": "driver", "source": "2.6-abc", "sha256": "abc", "nvidia_src_dir": "/usr/src/nv",
-                          "flavor": "proprietary"},
+           "stamp_base": {"component": "driver", "source": "2.6-" + sha[:12], "sha256": sha,
+                          "nvidia_src_dir": "/usr/src/nv", "flavor": "proprietary"},
            "nvidia_src_dir": "/usr/src/nv", "flavor": "proprietary", "module_subdir": "updates/gdrcopy",
            "sign_command": [str(signer), "--key", "/k", "--cert", "/c"]}
     config = tmp_path / "kernel-hook.json"
@@ -121,6 +123,8 @@ def test_a_failed_build_installs_nothing_and_never_fails_the_package_manager(hos
     (host["tmp"] / "tree" / "gdrcopy-2.6" / "Makefile").write_text("driver:\n\techo broken >&2; exit 2\n")
     with tarfile.open(host["cfg"]["tarball"], "w:gz") as t:
         t.add(host["tmp"] / "tree" / "gdrcopy-2.6", arcname="gdrcopy-2.6")
+    host["cfg"]["stamp_base"]["sha256"] = hashlib.sha256(Path(host["cfg"]["tarball"]).read_bytes()).hexdigest()
+    host["config"].write_text(json.dumps(host["cfg"]))
     with pytest.raises(hook.HookError, match="build for 6.1.0-99-amd64 failed"):
         run_hook(host, [])
     assert not (host["modules"] / KERNEL / "updates").exists()

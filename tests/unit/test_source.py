@@ -64,7 +64,7 @@ def test_the_default_cache_is_the_controller_users(tmp_path, xdg):
     rc, out, src = run(tmp_path, env_extra=env, gdrcopy_cache_dir="", gdrcopy_source_url=tarball.as_uri(),
                        gdrcopy_source_sha256=sha)
     assert rc == 0, out
-    expected = (cache if xdg else home / ".cache") / "gdrcopy-ansible" / "gdrcopy-2.6.tar.gz"
+    expected = (cache if xdg else home / ".cache") / "gdrcopy-ansible" / f"gdrcopy-2.6-{sha}.tar.gz"
     assert src["tarball"] == str(expected) and expected.is_file()
     assert not list(REPO.glob("src/cache/gdrcopy-*")) and not list(REPO.glob("roles/gdrcopy/**/gdrcopy-2.6.tar.gz"))
 
@@ -77,8 +77,8 @@ def test_a_checksum_mismatch_stops_with_what_to_do(tmp_path):
     rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256="0" * 64)
     assert rc != 0
     assert "could not get gdrcopy 2.6 with sha256 " + "0" * 64 in out
-    assert "Nothing was changed on any host" in out
-    assert not (tmp_path / "cache" / "gdrcopy-2.6.tar.gz").exists(), "a file that failed its checksum must not stay"
+    assert "Nothing was changed on this host" in out
+    assert not list((tmp_path / "cache").glob("gdrcopy-2.6*")), "a file that failed its checksum must not stay"
 
 
 @pytest.mark.fault(2)
@@ -86,12 +86,24 @@ def test_a_corrupt_cached_tarball_is_fetched_again(tmp_path):
     tarball = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
     tarball.parent.mkdir()
     sha = make_tarball(tarball, "2.6")
-    cached = tmp_path / "cache" / "gdrcopy-2.6.tar.gz"
+    cached = tmp_path / "cache" / f"gdrcopy-2.6-{sha}.tar.gz"
     cached.parent.mkdir()
     cached.write_bytes(tarball.read_bytes()[:20])  # truncated
     rc, out, _ = run(tmp_path, gdrcopy_source_url=tarball.as_uri(), gdrcopy_source_sha256=sha)
     assert rc == 0, out
     assert hashlib.sha256(cached.read_bytes()).hexdigest() == sha
+
+
+@pytest.mark.fault(2)
+def test_a_corrupt_cached_tarball_is_removed_when_the_refetch_fails(tmp_path):
+    """Before: a corrupt cache entry stayed when fetching it again failed."""
+    sha = "1" * 64
+    cached = tmp_path / "cache" / f"gdrcopy-2.6-{sha}.tar.gz"
+    cached.parent.mkdir()
+    cached.write_bytes(b"corrupt")
+    rc, out, _ = run(tmp_path, gdrcopy_source_url=(tmp_path / "gone.tar.gz").as_uri(), gdrcopy_source_sha256=sha)
+    assert rc != 0 and "could not get gdrcopy 2.6 with sha256 " + sha in out, out
+    assert not cached.exists()
 
 
 @pytest.mark.fault(1)
@@ -161,3 +173,75 @@ def test_a_release_added_with_gdrcopy_releases_is_pinned_like_a_shipped_one(tmp_
     rc, out, _ = run(tmp_path / "pin", gdrcopy_version="2.6", gdrcopy_releases={"2.6": {"sha256": "0" * 64,
                                                                                        "url": tarball.as_uri()}})
     assert rc != 0 and "could not get gdrcopy 2.6 with sha256 " + "0" * 64 in out, out
+
+
+
+def run_hosts(tmp_path, hosts):
+    """The source step for several hosts of one play: hosts is name -> its variables. Returns rc, output and
+    name -> what the role would build there."""
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"hosts": dict((h, dict(v, ansible_connection="local",
+                                                                       ansible_python_interpreter=sys.executable))
+                                                           for h, v in hosts.items())}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    playbook = tmp_path / "source.yml"
+    playbook.write_text(PLAYBOOK.read_text().replace("hosts: localhost", "hosts: all"))
+    r = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook),
+                        "-e", json.dumps({"gdrcopy_cache_dir": str(tmp_path / "cache")})],
+                       env=env, capture_output=True, text=True, timeout=300)
+    built = dict((m.group(1), json.loads(m.group(2))) for m in
+                 re.finditer(r'ok: \[(\w+)\] => \{\s*"msg": (\{[^{}]*"tarball"[^{}]*\})', r.stdout))
+    return r.returncode, (r.stdout + r.stderr).replace('\\"', '"'), built
+
+
+@pytest.mark.fault(2)
+def test_each_host_of_a_play_gets_the_tarball_it_pinned(tmp_path):
+    """Before: the download ran once per play and the cache file was named after the version alone: the second
+    host got the first host's tarball under its own sha256 and stamp, and nothing failed."""
+    a, b = tmp_path / "mirror-a" / "gdrcopy-2.6.tar.gz", tmp_path / "mirror-b" / "gdrcopy-2.6.tar.gz"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    sha_a, sha_b = make_tarball(a, "2.6", b"a\n"), make_tarball(b, "2.6", b"b\n")
+    c = tmp_path / "mirror-c" / "gdrcopy-2.5.tar.gz"
+    c.parent.mkdir()
+    sha_c = make_tarball(c, "2.5", b"c\n")
+    rc, out, built = run_hosts(tmp_path, {
+        "h1": {"gdrcopy_source_url": a.as_uri(), "gdrcopy_source_sha256": sha_a},
+        "h2": {"gdrcopy_source_url": b.as_uri(), "gdrcopy_source_sha256": sha_b},
+        "h3": {"gdrcopy_version": "2.5", "gdrcopy_source_url": c.as_uri(), "gdrcopy_source_sha256": sha_c},
+        "h4": {"gdrcopy_source_url": a.as_uri(), "gdrcopy_source_sha256": sha_a}})
+    assert rc == 0, out
+    for host, sha in (("h1", sha_a), ("h2", sha_b), ("h3", sha_c), ("h4", sha_a)):
+        assert built[host]["sha256"] == sha, (host, built)
+        assert hashlib.sha256(Path(built[host]["tarball"]).read_bytes()).hexdigest() == sha, host
+    assert built["h1"]["tarball"] == built["h4"]["tarball"]  # one fetch per distinct source
+    assert len(re.findall(r"Download each pinned tarball.*?(?=TASK)", out, re.S)[0].split("=> (item=")) == 4
+
+
+@pytest.mark.fault(2)
+def test_a_source_that_cannot_be_verified_stops_only_the_hosts_that_pin_it(tmp_path):
+    a = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
+    a.parent.mkdir()
+    sha = make_tarball(a, "2.6")
+    rc, out, built = run_hosts(tmp_path, {
+        "good": {"gdrcopy_source_url": a.as_uri(), "gdrcopy_source_sha256": sha},
+        "bad": {"gdrcopy_source_url": a.as_uri(), "gdrcopy_source_sha256": "2" * 64}})
+    assert rc != 0 and list(built) == ["good"] and built["good"]["sha256"] == sha, out
+    assert re.search(r"bad\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out), out
+    assert "could not get gdrcopy 2.6 with sha256 " + "2" * 64 in out
+
+
+def test_a_tampered_tarball_made_from_git_is_made_again(tmp_path, git_repo):
+    """Before: a cached git tarball was made once (creates=) and then trusted: a changed file built with changed=0."""
+    repo, git = git_repo
+    commit = git("rev-parse", "HEAD")
+    extra = dict(gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
+                 gdrcopy_source_git_ref=commit)
+    rc, out, src = run(tmp_path, **extra)
+    assert rc == 0, out
+    Path(src["tarball"]).write_bytes(b"tampered")
+    rc, out, again = run(tmp_path, **extra)
+    assert rc == 0 and again["sha256"] == src["sha256"], out
+    assert hashlib.sha256(Path(src["tarball"]).read_bytes()).hexdigest() == src["sha256"]
+    assert not re.search(r"localhost\s+: ok=\d+\s+changed=0 ", out), "the repacked tarball is a change"
