@@ -82,7 +82,7 @@ def test_a_bad_variable_is_refused_with_its_name(tmp_path, role, variables, name
     assert named in out, out
 
 
-@pytest.mark.fault(10)
+@pytest.mark.fault(17)
 def test_booleans_given_as_key_value_extra_vars_are_booleans_to_the_role(tmp_path):
     """-e gdrcopy_load=false is the string "false": before, it passed the spec and stayed a string (true in a
     template, an error in a 2.19 `when:`); the role now reads False."""
@@ -102,7 +102,7 @@ def test_world_access_is_warned_about_on_every_run(tmp_path):
     assert rc == 0 and "[WARNING]" in out and "every local user" in out, out
 
 
-@pytest.mark.fault(10)
+@pytest.mark.fault(16)
 def test_several_bad_variables_are_named_in_one_message(tmp_path):
     rc, out = validate(tmp_path, "gdrcopy", gdrcopy_version="../../../usr", gdrcopy_chain_modules=["a\nExecStartPre=x"])
     assert rc != 0 and "gdrcopy_version" in out and "gdrcopy_chain_modules[0]" in out, out

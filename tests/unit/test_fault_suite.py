@@ -38,8 +38,9 @@ def tagged_yaml():
     return found
 
 
-def test_the_table_has_the_fifteen_cases_of_the_suite():
-    assert sorted(readme_cases()) == list(range(1, 16))
+def test_the_table_numbers_its_cases_from_one_without_a_gap():
+    cases = sorted(readme_cases())
+    assert cases == list(range(1, len(cases) + 1)) and len(cases) >= 19
 
 
 def test_every_case_has_a_test_unless_it_says_not_yet_and_every_test_names_a_case():

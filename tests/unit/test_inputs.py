@@ -72,6 +72,7 @@ def test_the_defaults_pass_and_come_back_as_defaults_main_has_them(role):
 
 # --- the defects of issue 14, each as it was reproduced -------------------------------------------------------
 
+@pytest.mark.fault(10)
 @pytest.mark.parametrize("mode,named", [
     ("0666\n", "gdrcopy_device_mode"),                   # a YAML block scalar: $ matched before the newline
     ("0664", "gdrcopy_device_world_access"),             # world-readable: every user gets gdrdrv's ioctls
@@ -92,6 +93,7 @@ def test_world_access_must_be_asked_for_and_is_then_a_concern():
     assert errors_of("gdrcopy", gdrcopy_device_mode="4666", gdrcopy_device_world_access=True)  # set-id never
 
 
+@pytest.mark.fault(16)
 @pytest.mark.parametrize("name,value", [
     ("gdrcopy_version", ""),
     ("gdrcopy_version", "../../../usr"),
@@ -127,6 +129,7 @@ def test_a_value_that_could_reach_a_shell_a_unit_or_a_config_line_is_refused_by_
     assert len(errors) == 1 and name in errors[0], errors
 
 
+@pytest.mark.fault(17)
 @pytest.mark.parametrize("given_,expected", [
     ("false", False), ("False", False), ("no", False), ("0", False), ("off", False), (0, False), (False, False),
     ("true", True), ("yes", True), ("1", True), ("on", True), (1, True), (True, True),
@@ -275,6 +278,7 @@ PERMISSIVE = {
 }
 
 
+@pytest.mark.fault(16)
 @pytest.mark.parametrize("role,name", INPUTS, ids=["%s" % name for role, name in INPUTS])
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

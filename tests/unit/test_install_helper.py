@@ -118,6 +118,7 @@ def test_a_full_disk_fails_in_one_sentence_and_the_previous_install_is_intact(tm
         subprocess.run(["umount", str(fs)], check=True)
 
 
+@pytest.mark.fault(16)
 @pytest.mark.parametrize("dest", ["{prefix}/", "{prefix}/../../usr", "{prefix}/2.6/..", "relative/2.6", "/2.6",
                                   "{prefix}/current"])
 def test_a_dest_that_is_not_prefix_slash_version_is_refused_before_anything_moves(tmp_path, built, dest):

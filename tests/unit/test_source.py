@@ -195,7 +195,7 @@ def run_hosts(tmp_path, hosts):
     return r.returncode, (r.stdout + r.stderr).replace('\\"', '"'), built
 
 
-@pytest.mark.fault(2)
+@pytest.mark.fault(18)
 def test_each_host_of_a_play_gets_the_tarball_it_pinned(tmp_path):
     """Before: the download ran once per play and the cache file was named after the version alone: the second
     host got the first host's tarball under its own sha256 and stamp, and nothing failed."""
@@ -219,7 +219,7 @@ def test_each_host_of_a_play_gets_the_tarball_it_pinned(tmp_path):
     assert len(re.findall(r"Download each pinned tarball.*?(?=TASK)", out, re.S)[0].split("=> (item=")) == 4
 
 
-@pytest.mark.fault(2)
+@pytest.mark.fault(18)
 def test_a_source_that_cannot_be_verified_stops_only_the_hosts_that_pin_it(tmp_path):
     a = tmp_path / "mirror" / "gdrcopy-2.6.tar.gz"
     a.parent.mkdir()
