@@ -383,6 +383,12 @@ tools:
   description: Which helper commands exist on the host (name -> path or empty).
   returned: always
   type: dict
+kernel_hook:
+  description:
+    - The last call of the kernel postinst hook (C(/var/lib/gdrcopy-ansible/kernel-hook-status.json)) - C(kernel),
+      C(ok), C(msg), C(time) (epoch seconds); empty when the hook never ran or its record is unreadable.
+  returned: always
+  type: dict
 smoke:
   description: The smoke check's result (I(smoke) given, on a running host).
   returned: when I(smoke) is set
@@ -1089,12 +1095,27 @@ def managed_files(h, facts, prefix):
     return dict((p, file_digest(h, p)) for p in sorted(paths) if os.path.lexists(h.path(p)))
 
 
+KERNEL_HOOK_STATUS = "/var/lib/gdrcopy-ansible/kernel-hook-status.json"  # files/gdrcopy-kernel-hook writes it
+
+
+def read_json_object(h, path):
+    """The JSON object in path; None when it is missing, unreadable, not JSON or not an object."""
+    try:
+        value = json.loads(h.read(path) or "null")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def kernel_hook_facts(h):
+    status = read_json_object(h, KERNEL_HOOK_STATUS) or {}
+    keys = ("kernel", "ok", "msg", "time")
+    return dict((k, status[k]) for k in keys) if all(k in status for k in keys) else {}
+
+
 def converged_facts(h, facts, prefix, inputs):
     state = C.state_fingerprint(facts, managed_files(h, facts, prefix))
-    try:
-        record = json.loads(h.read(C.RECORD_PATH) or "null")
-    except ValueError:
-        record = None
+    record = read_json_object(h, C.RECORD_PATH)  # a record that is JSON but no object is no record
     diff = C.differences(record, state, inputs)
     out = {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
     if not diff and isinstance(record.get("verify"), dict):
@@ -1134,6 +1155,7 @@ def gather(module, params, host=None):
         "rdma": rdma_facts(h),
         "load_order": [n for n in P.load_order(proc_modules) if n.startswith("nvidia") or n in ORDER_MODULES],
         "tools": dict((t, h.tool(t)) for t in TOOLS),
+        "kernel_hook": kernel_hook_facts(h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)

@@ -4,16 +4,20 @@ signed by a command and installed; only depmod is answered by the test (the kern
 
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
+import jinja2
 import pytest
+import yaml
 
 from conftest import load_script
 
-FILES = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy" / "files"
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy"
+FILES = ROLE / "files"
 KERNEL = "6.1.0-99-amd64"
 
 
@@ -56,6 +60,11 @@ def depmod_only(calls):
             return subprocess.CompletedProcess(argv, 0, "", "")
         return subprocess.run(argv, **kw)
     return run
+
+
+def hook_env(host, **extra):
+    return dict({"GDRCOPY_KERNEL_HOOK_CONFIG": str(host["config"]), "GDRCOPY_KERNEL_HOOK_MODULES": str(host["modules"]),
+                 "GDRCOPY_KERNEL_HOOK_STATUS": str(host["tmp"] / "status.json"), "PATH": "/usr/bin:/bin"}, **extra)
 
 
 def run_hook(host, calls, **kw):
@@ -129,10 +138,11 @@ def test_a_failed_build_installs_nothing_and_never_fails_the_package_manager(hos
         run_hook(host, [])
     assert not (host["modules"] / KERNEL / "updates").exists()
     r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
-                       env={"GDRCOPY_KERNEL_HOOK_CONFIG": str(host["config"]),
-                            "GDRCOPY_KERNEL_HOOK_MODULES": str(host["modules"]), "PATH": "/usr/bin:/bin"})
+                       env=hook_env(host))
     assert r.returncode == 0
     assert "failed" in r.stderr and "the kernel stays installed" in r.stderr
+    status = json.loads((host["tmp"] / "status.json").read_text())
+    assert status["kernel"] == KERNEL and status["ok"] is False and "build for" in status["msg"]
 
 
 def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):
@@ -141,3 +151,66 @@ def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):
     (tmp_path / "partial.json").write_text("{}")
     with pytest.raises(hook.HookError, match="lacks build_helper"):
         hook.load_config(str(tmp_path / "partial.json"))
+
+
+def wrapper(tmp_path, helper):
+    """The /etc/kernel/postinst.d script as tasks/kernel_hook.yml writes it, with the helper at helper."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "kernel_hook.yml").read_text())
+    block = next(t for t in tasks if "block" in t)["block"]
+    content = next(t for t in block if "postinst" in t["name"] or "after a kernel" in t["name"])[
+        "ansible.builtin.copy"]["content"]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = shlex.quote
+    script = tmp_path / "zz-gdrcopy-ansible"
+    script.write_text(env.from_string(content).render(__gdrcopy_libexec=str(helper.parent), __gdrcopy_kernel_hook_timeout=2))
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.fault(8)
+@pytest.mark.parametrize("case", ["missing", "not-python", "killed"])
+def test_the_kernel_hook_never_fails_the_package_manager(tmp_path, case):
+    """Before: the wrapper exec'd the helper, so a missing helper made the kernel's postinst fail (exit 127) and
+    run-parts --exit-on-error stopped apt. Now it exits 0 whatever the helper does."""
+    libexec = tmp_path / "libexec"
+    libexec.mkdir()
+    helper = libexec / "gdrcopy-kernel-hook"
+    if case == "not-python":
+        helper.write_text("#!/nonexistent/python3\n")
+        helper.chmod(0o755)
+    elif case == "killed":
+        helper.write_text("#!/bin/sh\nkill -9 $$\n")
+        helper.chmod(0o755)
+    parts = tmp_path / "postinst.d"
+    parts.mkdir()
+    wrapper(parts, helper)
+    r = subprocess.run(["run-parts", "--exit-on-error", "--arg", KERNEL, str(parts)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "the next Ansible run builds it" in r.stderr and KERNEL in r.stderr
+
+
+@pytest.mark.fault(8)
+@pytest.mark.parametrize("config", ["null", "[]", '{"build_helper": null}'])
+def test_a_record_that_is_not_what_the_role_wrote_is_reported_not_raised(host, config):
+    """Before: a null in the record (or a record that is no object) raised TypeError out of the hook."""
+    host["config"].write_text(config if config != '{"build_helper": null}'
+                              else json.dumps(dict(host["cfg"], build_helper=None)))
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env=hook_env(host))
+    assert r.returncode == 0 and "run the gdrcopy-ansible playbook again" in r.stderr, r.stderr
+    assert json.loads((host["tmp"] / "status.json").read_text())["ok"] is False
+
+
+@pytest.mark.fault(8)
+def test_a_build_that_prints_bytes_or_hangs_is_reported_and_stopped(host):
+    tree = host["tmp"] / "tree" / "gdrcopy-2.6"
+    (tree / "Makefile").write_text("driver:\n\tprintf '\\377\\376 not utf-8\\n' >&2; sleep 30\n")
+    with tarfile.open(host["cfg"]["tarball"], "w:gz") as t:
+        t.add(tree, arcname="gdrcopy-2.6")
+    host["cfg"]["stamp_base"]["sha256"] = hashlib.sha256(Path(host["cfg"]["tarball"]).read_bytes()).hexdigest()
+    host["config"].write_text(json.dumps(dict(host["cfg"], timeout=2)))
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env=hook_env(host), timeout=60)
+    assert r.returncode == 0 and "ran past its time limit of 2 s" in r.stderr, r.stderr
+    status = json.loads((host["tmp"] / "status.json").read_text())
+    assert status["ok"] is False and not (host["modules"] / KERNEL / "updates").exists()
