@@ -12,8 +12,9 @@ name: code_digest
 short_description: The sha256 of the code this collection runs
 description:
   - Digests, on the controller, every file the collection's roles and playbooks run - each role's C(defaults),
-    C(files), C(handlers), C(meta), C(tasks), C(templates) and C(vars), the plugins and the playbooks - by path
-    relative to the collection root, so the same code digests the same from any checkout or install.
+    C(files), C(handlers), C(meta), C(tasks), C(templates) and C(vars), the plugins, the playbooks, and
+    C(site.yml), C(ansible.cfg) and C(meta/runtime.yml) where they exist - by path relative to the collection
+    root, so the same code digests the same from any checkout or install.
   - Documentation (READMEs, C(docs/)) is left out; a README edit is no reason to rerun a converged host.
   - Preflight records the digest with a verified run; a run whose code digests differently is not converged.
 version_added: "0.1.0"
@@ -58,6 +59,9 @@ def code_files(root):
         for sub in ROLE_DIRS:
             found.extend(_walk(root, os.path.join("roles", role, sub)))
     found.extend(p for p in _walk(root, "plugins") if p.endswith(".py"))
+    # The entry point and the checkout's own settings (site.yml imports playbooks/site.yml; ansible.cfg sets the
+    # strategy, become and the paths), where they exist: an installed collection has neither.
+    found.extend(n for n in ("site.yml", "ansible.cfg", "meta/runtime.yml") if os.path.isfile(os.path.join(root, n)))
     playbooks = os.path.join(root, "playbooks")
     if os.path.isdir(playbooks):
         found.extend(os.path.join("playbooks", n) for n in os.listdir(playbooks)

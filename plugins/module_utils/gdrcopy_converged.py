@@ -82,6 +82,9 @@ def state_fingerprint(facts, files):
         "builds": facts["builds"],
         "installs": facts["installs"],
         "installed_release": facts["gdrcopy"]["installed_release"],
+        # CUDA decides whether the test programs are built (gdrcopy_install_tests: auto): one installed after the
+        # verified run is a change.
+        "cuda": {"present": facts["cuda"]["present"], "home": facts["cuda"]["home"]},
         "library": {"version": facts["library"]["version"], "paths": sorted(facts["library"]["paths"])},
         "secure_boot": {"enabled": facts["secure_boot"]["enabled"], "mok_serial": mok["serial"],
                         "mok_state": mok["state"], "pending": bool(mok["pending"])},

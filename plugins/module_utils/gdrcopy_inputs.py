@@ -374,6 +374,8 @@ KINDS = {
         "gdrcopy_kernel_hook": boolean,
         "gdrcopy_kernel_hook_sign_command": argv,
         "gdrcopy_reboot_ok": boolean,
+        "gdrcopy_verify_gpu_id": integer(0, 1023),
+        "gdrcopy_verify_timeout": integer(1, 86400),
         "gdrcopy_fast_rerun": boolean,
     },
     "mok_signing": {

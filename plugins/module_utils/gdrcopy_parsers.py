@@ -827,3 +827,21 @@ def assess(facts):
 def mountinfo_has_root(text):
     """Whether /proc/self/mountinfo text has a mount on "/" (field 5, the mount point)."""
     return any(len(f) > 4 and f[4] == "/" for f in (line.split() for line in text.splitlines()))
+
+
+def parse_sha256sums(text):
+    """sha256sum's output ("<64 hex>  <path>" a line) as {path: hex}; ValueError on a line of another shape."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = re.match(r"^([0-9a-f]{64}) [ *](.+)$", line)
+        if not m or m.group(2).startswith("/") or ".." in m.group(2).split("/"):
+            raise ValueError("not a sha256sum line: %r" % line[:80])
+        out[m.group(2)] = m.group(1)
+    return out
+
+
+def parse_group_names(text):
+    """The group names of an /etc/group file (name:password:gid:members a line)."""
+    return set(line.split(":", 1)[0] for line in text.splitlines() if line.strip() and not line.startswith("#"))

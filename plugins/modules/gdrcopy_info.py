@@ -108,6 +108,19 @@ options:
         compared with it. Returned as C(smoke). Only on a running host; empty skips it.
     type: str
     default: ""
+  groups:
+    description: Group names to look up in the root's C(/etc/group); returned as C(groups).
+    type: list
+    elements: str
+    default: []
+  watch:
+    description:
+      - Globs of more files whose content (mode and owner) is part of the converged state, besides the fixed
+        paths the roles write - the paths that depend on inputs (a non-default C(mok_signing_key_dir), the host's
+        key pairs). A PEM private key is digested by its public half only.
+    type: list
+    elements: str
+    default: []
   converged_inputs:
     description:
       - The digests of a run's inputs (role variables, release, the project's code), computed on the controller by
@@ -376,11 +389,18 @@ builds:
   returned: always
   type: dict
 installs:
-  description: Install stamps under I(prefix) (path of the versioned install dir -> the build it came from).
+  description:
+    - Install stamps under I(prefix) (path of the versioned install dir -> the build it came from).
+    - An install whose files differ from its C(.gdrcopy-manifest) (a file changed, removed or the manifest missing)
+      reads as a dict with the single key C(damaged) (the paths) instead, so the gdrcopy role installs it again.
   returned: always
   type: dict
 tools:
   description: Which helper commands exist on the host (name -> path or empty).
+  returned: always
+  type: dict
+groups:
+  description: Each name of I(groups) -> whether the root's C(/etc/group) has that group.
   returned: always
   type: dict
 kernel_hook:
@@ -940,6 +960,40 @@ def read_stamps(h, pattern):
     return stamps
 
 
+def install_stamps(h, prefix):
+    """{dir: stamp} of every library install under prefix whose files are what gdrcopy-install put there (its
+    .gdrcopy-manifest); an install with a changed, missing or unlisted file reads {"damaged": [paths]} instead of
+    its stamp, so it is not current and is installed again."""
+    stamps = read_stamps(h, prefix.rstrip("/") + "/*/.gdrcopy-install.json")
+    for d in [d for d, stamp in stamps.items() if stamp]:
+        try:
+            manifest = P.parse_sha256sums(h.read(d + "/.gdrcopy-manifest") or "")
+        except ValueError:
+            manifest = None
+        if not manifest:
+            stamps[d] = {"damaged": [d + "/.gdrcopy-manifest"]}
+            continue
+        damaged = sorted(d + "/" + rel for rel, digest in manifest.items() if file_sha256(h, d + "/" + rel) != digest)
+        if damaged:
+            stamps[d] = {"damaged": damaged}
+    return stamps
+
+
+def file_sha256(h, path):
+    """The sha256 of a regular file's bytes; '' when it is missing, a link or unreadable."""
+    full = h.path(path)
+    if os.path.islink(full) or not os.path.isfile(full):
+        return ""
+    digest = hashlib.sha256()
+    try:
+        with open(full, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except (IOError, OSError):
+        return ""
+    return digest.hexdigest()
+
+
 def gdrdrv_facts(h):
     loaded = h.isdir("/sys/module/gdrdrv")
     refcnt = (h.read("/sys/module/gdrdrv/refcnt") or "").strip()
@@ -1069,26 +1123,42 @@ def smoke_check(h, expect):
     return dict(result, ran=True, method="library")
 
 
+PRIVATE_KEY = re.compile(rb"^-----BEGIN ([A-Z0-9 ]+ )?PRIVATE KEY-----")
+
+
 def file_digest(h, path):
-    """'link:<target>' for a link, else the sha256 of the content with the mode and owner; '' when unreadable."""
+    """'link:<target>' for a link, else the sha256 of the content with the mode and owner; '' when unreadable.
+    A PEM private key is never digested: the sha256 of its public half stands for it (openssl pkey -pubout), so
+    no digest of a secret leaves the host, and a replaced key is still a change."""
     full = h.path(path)
     if os.path.islink(full):
         return "link:" + os.readlink(full)
     try:
         st = os.stat(full)
-        digest = hashlib.sha256()
         with open(full, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+            head = f.read(64)
+        digest = hashlib.sha256()
+        if PRIVATE_KEY.match(head):
+            openssl = h.tool("openssl")
+            rc, out, dummy = h.run([openssl, "pkey", "-in", full, "-pubout"]) if openssl else (1, "", "")
+            kind = "pubkey-sha256" if rc == 0 else "private-key-size"
+            digest.update(out.encode("utf-8") if rc == 0 else str(st.st_size).encode("ascii"))
+        else:
+            kind = "sha256"
+            with open(full, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
     except (IOError, OSError):
         return ""
-    return "sha256:%s mode:%04o uid:%d gid:%d" % (digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+    return "%s:%s mode:%04o uid:%d gid:%d" % (kind, digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_uid,
+                                              st.st_gid)
 
 
-def managed_files(h, facts, prefix):
-    """{path: file_digest} of every file the roles manage that exists, and of every gdrdrv module."""
+def managed_files(h, facts, prefix, watch=()):
+    """{path: file_digest} of every file the roles manage that exists (C.MANAGED_PATHS and watch, the globs of
+    the paths that depend on inputs: a non-default key dir, the host's key pairs), and of every gdrdrv module."""
     paths = {prefix.rstrip("/") + "/current"}
-    for pattern in C.MANAGED_PATHS:
+    for pattern in tuple(C.MANAGED_PATHS) + tuple(watch):
         paths.update(p for p in h.glob(pattern) if not os.path.isdir(h.path(p)) or os.path.islink(h.path(p)))
     for k in facts["kernel"]["installed"]:
         paths.update(k["gdrdrv"])
@@ -1113,8 +1183,8 @@ def kernel_hook_facts(h):
     return dict((k, status[k]) for k in keys) if all(k in status for k in keys) else {}
 
 
-def converged_facts(h, facts, prefix, inputs):
-    state = C.state_fingerprint(facts, managed_files(h, facts, prefix))
+def converged_facts(h, facts, prefix, inputs, watch=()):
+    state = C.state_fingerprint(facts, managed_files(h, facts, prefix, watch))
     record = read_json_object(h, C.RECORD_PATH)  # a record that is JSON but no object is no record
     diff = C.differences(record, state, inputs)
     out = {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
@@ -1139,7 +1209,7 @@ def gather(module, params, host=None):
         "live": h.live,
         "builds": dict(read_stamps(h, params["build_root"] + "/*/lib/.gdrcopy-stamp.json"),
                        **read_stamps(h, params["build_root"] + "/*/driver/*/.gdrcopy-stamp.json")),
-        "installs": read_stamps(h, params["prefix"] + "/*/.gdrcopy-install.json"),
+        "installs": install_stamps(h, params["prefix"]),
         "root": params["root"],
         "kernel": kernels,
         "secure_boot": mok,
@@ -1156,6 +1226,7 @@ def gather(module, params, host=None):
         "load_order": [n for n in P.load_order(proc_modules) if n.startswith("nvidia") or n in ORDER_MODULES],
         "tools": dict((t, h.tool(t)) for t in TOOLS),
         "kernel_hook": kernel_hook_facts(h),
+        "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)
@@ -1168,7 +1239,8 @@ def gather(module, params, host=None):
     if params.get("smoke"):
         facts["smoke"] = smoke_check(h, params["smoke"])
     if params.get("converged_inputs") is not None:
-        facts["converged"] = converged_facts(h, facts, params["prefix"], params["converged_inputs"])
+        facts["converged"] = converged_facts(h, facts, params["prefix"], params["converged_inputs"],
+                                             params.get("watch") or [])
     return facts
 
 
@@ -1188,6 +1260,8 @@ ARGUMENT_SPEC = dict(
     tests_timeout=dict(type="int", default=900),
     smoke=dict(type="str", default=""),
     converged_inputs=dict(type="dict"),
+    watch=dict(type="list", elements="str", default=[]),
+    groups=dict(type="list", elements="str", default=[]),
 )
 
 

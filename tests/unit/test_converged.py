@@ -2,10 +2,12 @@
 only when a verified run recorded these inputs and exactly this state; every kind of change is named; what is
 volatile (reference counts, GPU memory, the running kernel among those built for) is not a change."""
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,13 @@ def converged_root(working_root):  # noqa: F811 (the fixture imported above)
                os.path.join(working_root, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
     write(working_root, "/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod", "#!/bin/sh\n")
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
+    # the library install as gdrcopy-install leaves it: its stamp and the manifest of its files
+    write(working_root, "/opt/gdrcopy/2.6/lib/libgdrapi.so.2.6", b"\x7fELF libgdrapi")
+    write(working_root, "/opt/gdrcopy/2.6/include/gdrapi.h", "/* gdrapi */\n")
+    write(working_root, "/opt/gdrcopy/2.6/.gdrcopy-manifest", "".join(
+        "%s  %s\n" % (hashlib.sha256(body).hexdigest(), rel) for rel, body in
+        (("include/gdrapi.h", b"/* gdrapi */\n"), ("lib/libgdrapi.so.2.6", b"\x7fELF libgdrapi"))))
+    write(working_root, "/opt/gdrcopy/2.6/.gdrcopy-install.json", json.dumps({"component": "lib", "source": "2.6-abc"}))
     record(working_root)
     return working_root
 
@@ -115,6 +124,18 @@ def change_device_mode(root):
     os.chmod(os.path.join(root, "dev/gdrdrv"), 0o666)
 
 
+def replace_library_by_hand(root):
+    write(root, "/opt/gdrcopy/2.6/lib/libgdrapi.so.2.6", b"\x7fELF another libgdrapi")
+
+
+def remove_header(root):
+    os.unlink(os.path.join(root, "opt/gdrcopy/2.6/include/gdrapi.h"))
+
+
+def install_cuda(root):
+    write(root, "/usr/local/cuda/include/cuda.h", "/* cuda */\n")
+
+
 def change_build_stamp(root):
     write(root, "/var/lib/gdrcopy-ansible/build/2.6-abc/lib/.gdrcopy-stamp.json", '{"release": "2.6"}')
 
@@ -128,6 +149,10 @@ def change_build_stamp(root):
     (rebuild_gdrdrv, r"^kernels\.6\.1\.0-50-amd64\.gdrdrv changed"),
     (change_device_mode, r"^running\.device\.mode changed \(\"06[46]0\" -> \"0666\"\)$"),
     (change_build_stamp, r"^builds\..*/build/2\.6-abc/lib is new$"),
+    # issue 14: these left a host "converged" before
+    (replace_library_by_hand, r"^installs\./opt/gdrcopy/2\.6\.component is gone"),
+    (remove_header, r"^installs\./opt/gdrcopy/2\.6\.component is gone"),
+    (install_cuda, r"^cuda\.present changed \(false -> true\)$"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_every_kind_of_change_is_named(converged_root, change, expected):
     change(converged_root)
@@ -249,3 +274,64 @@ def test_a_converged_host_returns_the_test_results_its_record_keeps(converged_ro
     assert gather(converged_root)["converged"]["verified_tests"] == tests
     other = gather(converged_root, inputs=dict(INPUTS, code="changed"))["converged"]
     assert not other["ok"] and "verified_tests" not in other  # not converged: nothing recorded applies
+
+
+def test_a_hand_replaced_library_is_not_current_so_the_role_installs_it_again(converged_root):
+    """Before: the role compared install stamps only, so a full run left a replaced libgdrapi.so as it was."""
+    assert gather(converged_root)["installs"]["/opt/gdrcopy/2.6"] == {"component": "lib", "source": "2.6-abc"}
+    replace_library_by_hand(converged_root)
+    assert gather(converged_root)["installs"]["/opt/gdrcopy/2.6"] == {
+        "damaged": ["/opt/gdrcopy/2.6/lib/libgdrapi.so.2.6"]}
+    os.unlink(os.path.join(converged_root, "opt/gdrcopy/2.6/.gdrcopy-manifest"))
+    assert gather(converged_root)["installs"]["/opt/gdrcopy/2.6"] == {"damaged": ["/opt/gdrcopy/2.6/.gdrcopy-manifest"]}
+
+
+@pytest.mark.parametrize("content", ["[]", "null", '"a string"', "42"])
+def test_a_record_that_is_json_but_no_object_is_no_record(converged_root, content):
+    """Before: such a record crashed gdrcopy_info (and preflight with it)."""
+    write(converged_root, C.RECORD_PATH, content)
+    assert gather(converged_root)["converged"]["differences"][0].startswith("no record of a verified run")
+
+
+class RealOpenssl:
+    """The FakeModule of the working root, with openssl run for real (the private key's public half)."""
+
+    def __init__(self, m):
+        self.m = m
+        self.m.tools["openssl"] = "/usr/bin/openssl"
+
+    def __getattr__(self, name):
+        return getattr(self.m, name)
+
+    def run_command(self, argv, environ_update=None):
+        if argv[0] == "/usr/bin/openssl":
+            r = subprocess.run(argv, capture_output=True, text=True)
+            return r.returncode, r.stdout, r.stderr
+        return self.m.run_command(argv, environ_update)
+
+
+def genkey(path):
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", str(path)],
+                   check=True, capture_output=True)
+
+
+def test_a_private_key_is_digested_by_its_public_half_and_a_non_default_key_dir_is_watched(working_root):  # noqa: F811
+    """Before: the record kept the sha256 of mok.key (a digest of a secret, on every node), and the key files
+    under a non-default mok_signing_key_dir were not watched at all."""
+    shutil.which("openssl") or pytest.skip("openssl is not installed")
+    key_dir = os.path.join(working_root, "srv/keys")
+    os.makedirs(key_dir)
+    genkey(os.path.join(key_dir, "mok.key"))
+    key_sha = hashlib.sha256(Path(key_dir, "mok.key").read_bytes()).hexdigest()
+    watch = ["/srv/keys/*"]
+    m = RealOpenssl(working_module(working_root))
+    state = gather(working_root, m, watch=watch)["converged"]["state"]
+    digest = state["files"]["/srv/keys/mok.key"]
+    assert digest.startswith("pubkey-sha256:") and key_sha not in json.dumps(state)
+    write(working_root, C.RECORD_PATH, json.dumps({"version": state["version"], "inputs": INPUTS, "state": state}))
+    assert gather(working_root, RealOpenssl(working_module(working_root)), watch=watch)["converged"]["ok"] is True
+    genkey(os.path.join(key_dir, "mok.key"))  # the key replaced by another
+    c = gather(working_root, RealOpenssl(working_module(working_root)), watch=watch)["converged"]
+    assert c["ok"] is False and c["differences"][0].startswith("files./srv/keys/mok.key changed"), c["differences"]
+    assert "/srv/keys/mok.key" not in gather(working_root, RealOpenssl(working_module(working_root)))[
+        "converged"]["state"]["files"], "only watched when asked"

@@ -568,3 +568,9 @@ def test_every_return_entry_is_well_formed_yaml():
             if "contains" in entry:
                 walk(entry["contains"], where + "." + key)
     walk(yaml.safe_load(gdrcopy_info.RETURN), "RETURN")
+
+
+def test_groups_are_looked_up_in_the_roots_group_file(tmp_path):
+    write(str(tmp_path), "/etc/group", "root:x:0:\n# a comment\ngdrcopy:x:998:alice\n")
+    r = gdrcopy_info.gather(FakeModule(), params(str(tmp_path), groups=["gdrcopy", "video"]))
+    assert r["groups"] == {"gdrcopy": True, "video": False}

@@ -305,3 +305,81 @@ def test_dkms_reads_the_key_pair_verbatim_from_its_drop_in(tmp_path, key_dir):
     assert dkms_reads(key_dir + "/mok.key", key_dir + "/mok.der", tmp_path) == [key_dir + "/mok.key", key_dir + "/mok.der"]
     # quoting alone would have saved a path with a space: the drop-in holds it whole
     assert dkms_reads("/a b/mok.key", "/a b/mok.der", tmp_path) == ["/a b/mok.key", "/a b/mok.der"]
+
+
+# Another valid value for each input whose kind has no generic one (booleans, choices and integers do).
+OTHER_VALUE = {
+    "gdrcopy_version": "2.5", "gdrcopy_source_url": "https://mirror.example/g.tar.gz", "gdrcopy_source_sha256": "b" * 64,
+    "gdrcopy_source_git_url": "https://mirror.example/gdrcopy.git", "gdrcopy_source_git_ref": "v2.6",
+    "gdrcopy_cache_dir": "/srv/cache", "gdrcopy_releases": {"2.6": {"url": "https://mirror.example/g.tar.gz"}},
+    "gdrcopy_artifact_dir": "/srv/builds", "gdrcopy_kernels": ["6.1.0-28-amd64"], "gdrcopy_nvidia_src_dir": "/usr/src/nv",
+    "gdrcopy_build_root": "/srv/build", "gdrcopy_prefix": "/opt/gdr", "gdrcopy_cuda_home": "/opt/cuda",
+    "gdrcopy_module_params": {"dbg_enabled": 1}, "gdrcopy_device_mode": "0640", "gdrcopy_device_group": "video",
+    "gdrcopy_chain_modules": ["nvidia-peermem"], "gdrcopy_pre_install_tasks": "/srv/hook.yml",
+    "gdrcopy_kernel_hook_sign_command": ["/usr/local/bin/sign"],
+    "mok_signing_host_key_paths": [], "mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der",
+    "mok_signing_key_dir": "/srv/mok", "mok_signing_key_cn": "another name", "mok_signing_enrollment_password": "x",
+}
+
+
+def other_value(name, spec):
+    if name in OTHER_VALUE:
+        return OTHER_VALUE[name]
+    if spec["type"] == "bool":
+        return not spec["default"]
+    if "choices" in spec:
+        return next(c for c in spec["choices"] if c != spec["default"])
+    if spec["type"] == "int":
+        return spec["default"] + 1
+    raise AssertionError("no other value for %s" % name)
+
+
+@pytest.mark.parametrize("role,name", INPUTS, ids=["%s" % name for role, name in INPUTS])
+def test_every_input_but_secrets_and_the_fast_rerun_switch_changes_the_digest(role, name):
+    """Every input the roles act on is in the converged check's inputs: a change of any of them makes the next
+    run do everything (before, the verify inputs were outside it, and the raw values were digested, so
+    -e x=false and x: false differed)."""
+    options = OPTIONS[role]
+    value = other_value(name, options[name])
+    extra = dict(PERMISSIVE.get(name, {}))
+    if name == "gdrcopy_source_git_ref":
+        extra = {"gdrcopy_source_type": "git"}
+    if name in ("mok_signing_controller_key", "mok_signing_controller_cert"):
+        extra = {"mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der"}
+    base, errors, _, _ = check(role, **extra) if name not in extra else check(role)
+    changed, errors2, _, _ = check(role, **dict(extra, **{name: value}))
+    if name == "mok_signing_sign_on_controller":  # its other value is refused until signing on the controller exists
+        assert errors == [] and len(errors2) == 1 and name in errors2[0]
+        return
+    assert errors == [] and errors2 == [], (errors, errors2)
+    leave_out = ("gdrcopy_fast_rerun",)
+    if options[name].get("no_log") or name in leave_out:
+        assert I.digest(base, options, leave_out) == I.digest(changed, options, leave_out)
+    else:
+        assert I.digest(base, options, leave_out) != I.digest(changed, options, leave_out), name
+    # the same value given as a string (as -e name=value gives it) digests the same once normalised
+    if options[name]["type"] in ("bool", "int"):
+        as_text = check(role, **dict(extra, **{name: str(value).lower()}))[0]
+        assert I.digest(as_text, options, leave_out) == I.digest(changed, options, leave_out), name
+
+
+@pytest.mark.fault(16)
+def test_gdrdrv_mknod_leaves_no_half_made_node_when_the_group_is_missing(tmp_path):
+    """Before: with a group that does not exist, chgrp failed after mknod and /dev/gdrdrv.gdrcopy-tmp.<pid> stayed.
+    The rendered script runs with its /dev and /proc/devices pointed into tmp_path and mknod/chgrp stubbed."""
+    normalised = check("gdrcopy", gdrcopy_device_group="nosuchgroup")[0]
+    script = render("gdrdrv-mknod.j2", normalised)
+    (tmp_path / "devices").write_text("Character devices:\n509 gdrdrv\n")
+    script = script.replace("dev=/dev/gdrdrv", "dev=%s/gdrdrv" % tmp_path).replace("/proc/devices",
+                                                                                    str(tmp_path / "devices"))
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "mknod").write_text('#!/bin/sh\n: > "$3"\n')                     # mknod -m MODE PATH c MAJOR MINOR
+    (stubs / "chgrp").write_text('#!/bin/sh\necho "chgrp: invalid group: $1" >&2\nexit 1\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    (tmp_path / "mknod.sh").write_text(script)
+    r = subprocess.run(["sh", str(tmp_path / "mknod.sh")], capture_output=True, text=True,
+                       env={"PATH": "%s:/usr/bin:/bin" % stubs})
+    assert r.returncode != 0 and "invalid group" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "devices", "mknod.sh"], "no temporary node is left"

@@ -72,7 +72,7 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
 @pytest.mark.slow
 def test_the_run_inputs_change_with_a_variable_and_the_code_but_never_carry_a_secret(tmp_path):
     base = preflight_inputs(tmp_path)
-    assert set(base) == {"code", "mode", "gdrcopy", "mok_signing", "nvidia_peermem"}
+    assert set(base) == {"code", "mode", "gdrcopy", "mok_signing", "nvidia_peermem", "config"}
     assert base["mode"] == "host" and all(re.fullmatch(r"[0-9a-f]{64}", base[k]) for k in base if k != "mode")
     device = preflight_inputs(tmp_path, gdrcopy_device_mode="0640")
     assert [k for k in base if base[k] != device[k]] == ["gdrcopy"]
@@ -104,7 +104,7 @@ def test_the_code_digest_follows_every_file_the_roles_run_and_no_doc(tmp_path):
     not matter."""
     project = tmp_path / "project"
     project.mkdir()
-    for part in ("ansible.cfg", "galaxy.yml", "roles", "plugins", "playbooks", "src", "README.md"):
+    for part in ("ansible.cfg", "galaxy.yml", "site.yml", "meta", "roles", "plugins", "playbooks", "src", "README.md"):
         (shutil.copytree if (REPO / part).is_dir() else shutil.copy2)(REPO / part, project / part)
     # the copy is its own collection, as a checkout is (its lookup digests the copy, not this checkout)
     (project / "collections" / "ansible_collections" / "gpufleet").mkdir(parents=True)
@@ -114,7 +114,7 @@ def test_the_code_digest_follows_every_file_the_roles_run_and_no_doc(tmp_path):
     for edited in ("README.md", "roles/gdrcopy/README.md", "roles/gdrcopy/tasks/load.yml",
                    "roles/gdrcopy/templates/modprobe-gdrdrv.conf.j2", "roles/mok_signing/files/mok-sign",
                    "plugins/module_utils/gdrcopy_converged.py", "roles/gdrcopy/files/releases.yml",
-                   "plugins/lookup/code_digest.py"):
+                   "plugins/lookup/code_digest.py", "site.yml", "ansible.cfg"):
         with open(project / edited, "a") as f:
             f.write("\n# edited\n")
         digests.append(preflight_inputs(tmp_path, project)["code"])
