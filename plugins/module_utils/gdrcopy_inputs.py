@@ -353,6 +353,7 @@ KINDS = {
         "gdrcopy_cache_dir": controller_path(optional=True),
         "gdrcopy_releases": releases,
         "gdrcopy_artifact_dir": controller_path(optional=True),
+        "gdrcopy_fleet_builders": pattern(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}\Z", "an inventory group name", optional=True),
         "gdrcopy_mode": choice,
         "gdrcopy_kernels": list_of(kernel_release),
         "gdrcopy_install_kernel_headers": boolean,

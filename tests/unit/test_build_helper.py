@@ -80,8 +80,9 @@ def test_bad_arguments_are_refused(args):
     assert r.returncode == 2
 
 
-def from_built(built_tar, out, stamp, log=None):
-    argv = [str(HELPER), "--from", str(built_tar), "--dir", str(out), "--stamp", json.dumps(stamp)]
+def from_built(built_tar, out, stamp, log=None, pin=None):
+    argv = [str(HELPER), "--from", str(built_tar), "--sha256", pin or sha256(built_tar), "--dir", str(out),
+            "--stamp", json.dumps(stamp)]
     if log:
         argv += ["--log", str(log)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -131,3 +132,19 @@ def test_a_tarball_that_is_not_the_pin_is_never_unpacked(tmp_path):
     r = build(tar, out, {"kernel": "k2"}, "make", "driver", pin="0" * 64)
     assert r.returncode == 1 and "not the pinned " + "0" * 64 in r.stderr, r.stderr
     assert (out / ".gdrcopy-stamp.json").read_text() == before and not (tmp_path / "build" / "driver" / "k1.new").exists()
+
+
+@pytest.mark.fault(19)
+def test_a_build_from_another_host_is_used_only_with_the_checksum_the_controller_recorded(tmp_path):
+    """Before: a taking host unpacked whatever tarball came from the controller, on the strength of its stamp."""
+    builder = tmp_path / "builder" / "k1"
+    stamp = {"component": "driver", "kernel": "k1"}
+    assert build(tarball(tmp_path, GOOD), builder, stamp, "make", "driver", artifact="src/gdrdrv/gdrdrv.ko").returncode == 0
+    packed = pack(builder, tmp_path / "k1.tar.gz")
+    recorded = sha256(packed)
+    other = tmp_path / "other" / "k1"
+    with open(packed, "ab") as f:
+        f.write(b"tampered after the controller recorded it")
+    r = from_built(packed, other, stamp, pin=recorded)
+    assert r.returncode == 1 and "not the " + recorded + " the controller recorded" in r.stderr, r.stderr
+    assert not other.exists() and not Path(str(other) + ".new").exists()

@@ -312,7 +312,7 @@ OTHER_VALUE = {
     "gdrcopy_version": "2.5", "gdrcopy_source_url": "https://mirror.example/g.tar.gz", "gdrcopy_source_sha256": "b" * 64,
     "gdrcopy_source_git_url": "https://mirror.example/gdrcopy.git", "gdrcopy_source_git_ref": "v2.6",
     "gdrcopy_cache_dir": "/srv/cache", "gdrcopy_releases": {"2.6": {"url": "https://mirror.example/g.tar.gz"}},
-    "gdrcopy_artifact_dir": "/srv/builds", "gdrcopy_kernels": ["6.1.0-28-amd64"], "gdrcopy_nvidia_src_dir": "/usr/src/nv",
+    "gdrcopy_artifact_dir": "/srv/builds", "gdrcopy_fleet_builders": "gpu_builders", "gdrcopy_kernels": ["6.1.0-28-amd64"], "gdrcopy_nvidia_src_dir": "/usr/src/nv",
     "gdrcopy_build_root": "/srv/build", "gdrcopy_prefix": "/opt/gdr", "gdrcopy_cuda_home": "/opt/cuda",
     "gdrcopy_module_params": {"dbg_enabled": 1}, "gdrcopy_device_mode": "0640", "gdrcopy_device_group": "video",
     "gdrcopy_chain_modules": ["nvidia-peermem"], "gdrcopy_pre_install_tasks": "/srv/hook.yml",
