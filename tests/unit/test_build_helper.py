@@ -1,6 +1,7 @@
 """roles/gdrcopy/files/gdrcopy-build: all-or-nothing builds with stamps, run for real on small tarballs."""
 
 import hashlib
+import os
 import json
 import subprocess
 import tarfile
@@ -80,9 +81,12 @@ def test_bad_arguments_are_refused(args):
     assert r.returncode == 2
 
 
-def from_built(built_tar, out, stamp, log=None, pin=None):
-    argv = [str(HELPER), "--from", str(built_tar), "--sha256", pin or sha256(built_tar), "--dir", str(out),
-            "--stamp", json.dumps(stamp)]
+def from_built(built_tar, out, stamp, log=None, pin=None, source=None):
+    """gdrcopy-build --from: source is the taking node's own copy of the pinned tarball (default: the one the
+    builder built from, tarball(tmp_path, ...) beside built_tar)."""
+    source = source or next(Path(built_tar).parent.glob("gdrcopy-2.6.tar.gz"))
+    argv = [str(HELPER), "--from", str(built_tar), "--from-sha256", pin or sha256(built_tar), "--tarball", str(source),
+            "--sha256", sha256(source), "--dir", str(out), "--stamp", json.dumps(stamp)]
     if log:
         argv += ["--log", str(log)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -148,3 +152,35 @@ def test_a_build_from_another_host_is_used_only_with_the_checksum_the_controller
     r = from_built(packed, other, stamp, pin=recorded)
     assert r.returncode == 1 and "not the " + recorded + " the controller recorded" in r.stderr, r.stderr
     assert not other.exists() and not Path(str(other) + ".new").exists()
+
+
+@pytest.mark.fault(19)
+def test_a_taking_host_keeps_its_own_pinned_makefile_and_takes_only_build_outputs(tmp_path):
+    """Before: the whole builder's tree was unpacked and the library installed with the builder's Makefile. Now the
+    tree is the node's own verified source plus the builder's outputs (*.o, *.so*, *.ko, tests/, stamp)."""
+    lib_make = "lib:\n\tcd src && cc -shared -o libgdrapi.so.2.6 -x c /dev/null && ln -sf libgdrapi.so.2.6 libgdrapi.so\n"
+    source = tarball(tmp_path, lib_make)
+    builder = tmp_path / "builder" / "lib"
+    (tmp_path / "tree" / "gdrcopy-2.6" / "src").mkdir(exist_ok=True)
+    with tarfile.open(source, "w:gz") as t:
+        t.add(tmp_path / "tree" / "gdrcopy-2.6", arcname="gdrcopy-2.6")
+    stamp = {"component": "lib"}
+    r = build(source, builder, stamp, "make", "lib")
+    assert r.returncode == 0, r.stderr
+    # a builder that changed its tree after building: its Makefile, a new file, a library
+    (builder / "Makefile").write_text("lib_install:\n\ttouch /tmp/owned\n")
+    (builder / "src" / "evil.sh").write_text("#!/bin/sh\n")
+    packed = pack(builder, tmp_path / "lib.tar.gz")
+    other = tmp_path / "other" / "lib"
+    r = from_built(packed, other, stamp, source=source)
+    assert r.returncode == 0, r.stderr
+    assert (other / "Makefile").read_text() == lib_make, "the pinned Makefile, not the builder's"
+    assert (other / "src" / "libgdrapi.so.2.6").read_bytes() == (builder / "src" / "libgdrapi.so.2.6").read_bytes()
+    assert os.readlink(other / "src" / "libgdrapi.so") == "libgdrapi.so.2.6"
+    assert not (other / "src" / "evil.sh").exists()
+    # a link that points out of its directory is refused
+    os.unlink(builder / "src" / "libgdrapi.so")
+    os.symlink("/etc/shadow", builder / "src" / "libgdrapi.so")
+    r = from_built(pack(builder, tmp_path / "lib2.tar.gz"), tmp_path / "third" / "lib", stamp, source=source)
+    assert r.returncode == 1 and "points out of its directory" in r.stderr, r.stderr
+    assert not (tmp_path / "third" / "lib").exists()
