@@ -77,7 +77,6 @@ def _type_name(value):
     return type(value).__name__
 
 
-
 # Ansible's boolean spellings (ansible.module_utils.parsing.convert_bool), compared lower-case.
 _TRUE = ("true", "yes", "on", "1", "y", "t")
 _FALSE = ("false", "no", "off", "0", "n", "f")
