@@ -4,6 +4,7 @@ collections/ansible_collections/gpufleet/gdrcopy), the host captures under tests
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -43,6 +44,7 @@ def restore_names(root):
 # `make test` (root, every Debian package of make setup-vm) sets GDRCOPY_FULL_RUN=1: there a test that needs root or
 # a browser fails instead of skipping, so CI proves what `make unit` as a user may leave out.
 FULL_RUN = os.environ.get("GDRCOPY_FULL_RUN") == "1"
+IN_CI = os.environ.get("GDRCOPY_CI") == "1"  # .ci/run sets it
 
 
 def need(condition, reason):
@@ -55,6 +57,41 @@ MARKERS = (
     "fault(n): proves case n of the fault suite (README: What happens when things go wrong)",
     "slow: takes minutes (many playbook runs); make test runs it, -m 'not slow' leaves it out",
 )
+
+
+def readme_fault_rows():
+    """Case number -> the whole row of the README's fault table."""
+    try:
+        text = (REPO / "README.md").read_text()
+    except OSError:  # an ansible-test units copy has no README
+        return {}
+    section = text.split("## What happens when things go wrong", 1)[-1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"^\| (\d+) \|", line)
+        if m:
+            rows[int(m.group(1))] = line
+    return rows
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A fault proof that is skipped fails: always in CI (GDRCOPY_CI, set by .ci/run: CI provides every
+    environment the proofs need), and elsewhere unless the README row of its case says which environment it needs
+    ("needs: ..." in its proof column), so that no proof can quietly stop proving anything."""
+    outcome = yield
+    report = outcome.get_result()
+    marker = item.get_closest_marker("fault")
+    if not (report.skipped and marker and marker.args):
+        return
+    case = marker.args[0]
+    proofs = readme_fault_rows().get(case, "").rstrip(" |").rsplit("|", 1)[-1]
+    if IN_CI or "needs: " not in proofs:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = ("the proof of fault case %d was skipped (%s): %s" % (
+            case, reason, "CI must run every proof" if IN_CI else
+            "the README row of the case does not say which environment it needs"))
 
 
 def pytest_configure(config):
