@@ -117,3 +117,15 @@ def load_script(path, name):
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
     loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def built_lib(tmp_path_factory):
+    """The fixture source tree with its library built (make lib), as gdrcopy-build leaves a lib build directory."""
+    import shutil
+    import subprocess
+    tree = tmp_path_factory.mktemp("build") / "lib"
+    shutil.copytree(REPO / "tests" / "fixtures" / "gdrcopy-src", tree)
+    r = subprocess.run(["make", "-s", "lib"], cwd=tree, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return tree

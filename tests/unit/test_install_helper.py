@@ -16,17 +16,12 @@ from conftest import need
 
 REPO = Path(__file__).resolve().parents[2]
 HELPER = REPO / "roles" / "gdrcopy" / "files" / "gdrcopy-install"
-FIXTURE = REPO / "tests" / "fixtures" / "gdrcopy-src"
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The fixture tree with its library built (make lib), as gdrcopy-build leaves a lib build directory."""
-    tree = tmp_path_factory.mktemp("build") / "lib"
-    shutil.copytree(FIXTURE, tree)
-    r = subprocess.run(["make", "-s", "lib"], cwd=tree, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return tree
+@pytest.fixture
+def built(built_lib):
+    """The library build of conftest.py (tests that change it work on a copy)."""
+    return built_lib
 
 
 def install(build, dest, stamp, *targets):

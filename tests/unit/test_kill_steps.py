@@ -20,7 +20,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = REPO / "roles" / "gdrcopy" / "files"
-FIXTURE = REPO / "tests" / "fixtures" / "gdrcopy-src"
 MAX_STEPS = 400
 
 KILLER = r"""
@@ -109,15 +108,6 @@ def test_gdrcopy_build_killed_at_every_step_keeps_a_whole_build_and_the_rerun_fi
 
 
 # --- gdrcopy-install -------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def built_lib(tmp_path_factory):
-    lib = tmp_path_factory.mktemp("lib") / "lib"
-    shutil.copytree(FIXTURE, lib)
-    r = subprocess.run(["make", "-s", "lib"], cwd=lib, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return lib
-
 
 def install_argv(build, dest, stamp, target="lib_install"):
     return [str(FILES / "gdrcopy-install"), "--build", str(build), "--dest", str(dest), "--stamp", json.dumps(stamp),

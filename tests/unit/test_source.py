@@ -132,11 +132,16 @@ def git_repo(tmp_path):
     return repo, git
 
 
+def git_commit_source(repo, commit):
+    """The variables of a git source pinned by a full commit (a version outside the release table)."""
+    return dict(gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
+                gdrcopy_source_git_ref=commit)
+
+
 def test_a_git_commit_ref_is_packed_like_a_release_tarball(tmp_path, git_repo):
     repo, git = git_repo
     commit = git("rev-parse", "HEAD")
-    extra = dict(gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
-                 gdrcopy_source_git_ref=commit)
+    extra = git_commit_source(repo, commit)
     rc, out, src = run(tmp_path, **extra)
     assert rc == 0, out
     expected = subprocess.run(f"git -C {repo} archive --format=tar --prefix=gdrcopy-9.9/ {commit} | gzip -cn | sha256sum",
@@ -236,8 +241,7 @@ def test_a_tampered_tarball_made_from_git_is_made_again(tmp_path, git_repo):
     """Before: a cached git tarball was made once (creates=) and then trusted: a changed file built with changed=0."""
     repo, git = git_repo
     commit = git("rev-parse", "HEAD")
-    extra = dict(gdrcopy_version="9.9", gdrcopy_source_type="git", gdrcopy_source_git_url=repo.as_uri(),
-                 gdrcopy_source_git_ref=commit)
+    extra = git_commit_source(repo, commit)
     rc, out, src = run(tmp_path, **extra)
     assert rc == 0, out
     Path(src["tarball"]).write_bytes(b"tampered")
