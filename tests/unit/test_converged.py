@@ -335,3 +335,15 @@ def test_a_private_key_is_digested_by_its_public_half_and_a_non_default_key_dir_
     assert c["ok"] is False and c["differences"][0].startswith("files./srv/keys/mok.key changed"), c["differences"]
     assert "/srv/keys/mok.key" not in gather(working_root, RealOpenssl(working_module(working_root)))[
         "converged"]["state"]["files"], "only watched when asked"
+
+
+@pytest.mark.parametrize("pattern", C.MANAGED_PATHS)
+def test_every_managed_path_changed_makes_the_host_not_converged(working_root, pattern):  # noqa: F811
+    """For each glob of the files the roles write: a file there, recorded, then changed, is a difference."""
+    path = pattern.replace("/*.wants/", "/multi-user.target.wants/").replace("/.*", "/.hidden").replace("*", "x")
+    write(working_root, path, "one\n")
+    record(working_root)
+    assert gather(working_root)["converged"]["ok"] is True
+    write(working_root, path, "two\n")
+    c = gather(working_root)["converged"]
+    assert c["ok"] is False and any(path in d for d in c["differences"]), c["differences"]
