@@ -117,7 +117,7 @@ def pattern(regex, what, optional=False, max_len=255):
         value = _text(name, value, what)
         if optional and value == "":
             return value
-        if len(value) > max_len or not compiled.match(value):
+        if len(value) > max_len or not compiled.fullmatch(value):
             raise Invalid("%s must be %s (got %s)" % (name, what + (', or ""' if optional else ""), shown(value)))
         return value
     kind.what = what
