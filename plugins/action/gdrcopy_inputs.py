@@ -16,12 +16,10 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
 
-try:
-    import yaml
-except ImportError:  # pragma: no cover (ansible-core needs PyYAML)
-    yaml = None
+import yaml  # ansible-core requires PyYAML
 
 ARGUMENT_SPEC = dict(
     role=dict(type="str", required=True, choices=sorted(I.KINDS)),
@@ -83,7 +81,7 @@ class ActionModule(ActionBase):
         cert = normalised.get("mok_signing_controller_cert")
         if cert and normalised.get("mok_signing_enabled"):
             try:  # its sha256 joins the digest: another certificate is another state. The key's never does.
-                files["mok_signing_controller_cert"] = I.file_sha256(cert)
+                files["mok_signing_controller_cert"] = C.file_sha256(cert)
             except (IOError, OSError) as err:
                 return self._refuse(result, role, ["mok_signing_controller_cert %s cannot be read on the controller: %s"
                                                    % (cert, err.strerror or err)])

@@ -22,8 +22,6 @@ import hashlib
 import json
 import re
 
-TEXT = str
-
 
 class Invalid(ValueError):
     """One refused value: str(err) is the sentence (without the trailing advice the plugin adds)."""
@@ -58,7 +56,7 @@ def _is_int(value):
 
 
 def _is_text(value):
-    return isinstance(value, TEXT)
+    return isinstance(value, str)
 
 
 def _type_name(value):
@@ -125,11 +123,12 @@ def pattern(regex, what, optional=False, max_len=255):
 
 
 def choice(name, value, spec):
-    choices = [TEXT(c) for c in spec.get("choices", ())]
-    if _is_bool(value) and "true" in choices:  # gdrcopy_install_tests: true (a YAML boolean) means "true"
-        value = "true" if value else "false"
-    if _is_text(value) and value.strip().lower() in choices and value.strip().lower() in ("true", "false"):
-        value = value.strip().lower()
+    choices = [str(c) for c in spec.get("choices", ())]
+    if "true" in choices:  # gdrcopy_install_tests: a YAML boolean, or -e ...=True, means the choice "true"/"false"
+        if _is_bool(value):
+            value = "true" if value else "false"
+        elif _is_text(value) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower()
     if not _is_text(value) or value not in choices:
         raise Invalid("%s must be one of %s (got %s)" % (name, ", ".join(choices), shown(value)))
     return value
@@ -202,15 +201,19 @@ SHA256 = r"^[0-9a-fA-F]{64}\Z"
 COMMIT = r"^[0-9a-f]{40}\Z"
 
 
+_version_text = pattern(VERSION, 'a release version such as "2.6" or "2.3.1"')
+_sha256_text = pattern(SHA256, "the 64 hex digits that sha256sum prints", optional=True)
+
+
 def version(name, value, spec):
     if isinstance(value, float) or _is_int(value):
         raise Invalid('%s must be a quoted version string such as "2.6" (got the number %s: unquoted in YAML, 2.10 '
                       'reads as 2.1)' % (name, shown(value)))
-    return pattern(VERSION, 'a release version such as "2.6" or "2.3.1"')(name, value, spec)
+    return _version_text(name, value, spec)
 
 
 def sha256(name, value, spec):
-    return pattern(SHA256, "the 64 hex digits that sha256sum prints", optional=True)(name, value, spec).lower()
+    return _sha256_text(name, value, spec).lower()
 
 
 # A kernel release as `uname -r` prints it: it names /lib/modules/<release> and goes into KVER=.
@@ -262,9 +265,12 @@ def password(name, value, spec):
     return value
 
 
+_arguments = list_of(lambda n, v, s: _text(n, v, "an argument"))
+
+
 def argv(name, value, spec):
     """An argv list: strings without control characters; the program (first item) an absolute node path."""
-    value = list_of(lambda n, v, s: _text(n, v, "an argument"))(name, value, spec)
+    value = _arguments(name, value, spec)
     if value and not _NODE_PATH.match(value[0]):
         raise Invalid("%s[0] must be the absolute path of the program on the node (got %s)" % (name, shown(value[0])))
     return value
@@ -276,7 +282,7 @@ def module_params(name, value, spec):
         raise Invalid("%s must be a mapping of gdrdrv options (got %s %s)" % (name, _type_name(value), shown(value)))
     known = spec.get("options", {})
     out = {}
-    for key in sorted(value, key=TEXT):
+    for key in sorted(value, key=str):
         if key not in known:
             raise Invalid("%s may only set %s (got the key %s)" % (name, ", ".join(sorted(known)), shown(key)))
         item = value[key]
@@ -290,6 +296,9 @@ def module_params(name, value, spec):
     return out
 
 
+_any_node_path = node_path()
+
+
 def key_paths(name, value, spec):
     """mok_signing_host_key_paths: a list of {key, cert}, both absolute node paths."""
     if not isinstance(value, (list, tuple)):
@@ -298,7 +307,7 @@ def key_paths(name, value, spec):
     for i, pair in enumerate(value):
         if not isinstance(pair, dict) or sorted(pair) != ["cert", "key"]:
             raise Invalid("%s[%d] must be a mapping with exactly key and cert (got %s)" % (name, i, shown(pair)))
-        out.append(dict((k, node_path()("%s[%d].%s" % (name, i, k), pair[k], spec)) for k in ("key", "cert")))
+        out.append(dict((k, _any_node_path("%s[%d].%s" % (name, i, k), pair[k], spec)) for k in ("key", "cert")))
     return out
 
 
@@ -319,14 +328,14 @@ def releases(name, value, spec):
         raise Invalid("%s must be a mapping of version -> release row (got %s %s)" % (
             name, _type_name(value), shown(value)))
     out = {}
-    for key in sorted(value, key=TEXT):
+    for key in sorted(value, key=str):
         where = "%s[%s]" % (name, shown(key))
         if not _is_text(key) or not re.match(VERSION, key):
             raise Invalid('%s: the key must be a quoted version such as "2.7"' % where)
         row = value[key]
         if not isinstance(row, dict):
             raise Invalid("%s must be a mapping of %s (got %s)" % (where, ", ".join(RELEASE_FIELDS), shown(row)))
-        extra = sorted(set(row) - set(RELEASE_FIELDS), key=TEXT)
+        extra = sorted(set(row) - set(RELEASE_FIELDS), key=str)
         if extra:
             raise Invalid("%s has the unknown field %s (a row has %s)" % (where, shown(extra[0]),
                                                                           ", ".join(RELEASE_FIELDS)))
@@ -525,7 +534,7 @@ def check_role(role, options, values, shipped_releases=None):
         try:
             normalised[name] = kinds[name](name, value, spec)
         except Invalid as err:
-            errors.append(TEXT(err))
+            errors.append(str(err))
     context = {}
     if role == "gdrcopy" and "gdrcopy_releases" in normalised:
         context["releases"] = merged_release_table(shipped_releases or {}, normalised["gdrcopy_releases"])
@@ -545,12 +554,3 @@ def digest(normalised, options, leave_out=(), files=None):
     kept = dict((k, v) for k, v in normalised.items() if not options[k].get("no_log") and k not in leave_out)
     kept["files"] = dict(files or {})
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def file_sha256(path):
-    """sha256 of a file's bytes."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 16), b""):
-            sha.update(block)
-    return sha.hexdigest()

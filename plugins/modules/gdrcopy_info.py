@@ -962,8 +962,8 @@ def read_stamps(h, pattern):
 
 def install_stamps(h, prefix):
     """{dir: stamp} of every library install under prefix whose files are what gdrcopy-install put there (its
-    .gdrcopy-manifest); an install with a changed, missing or unlisted file reads {"damaged": [paths]} instead of
-    its stamp, so it is not current and is installed again."""
+    .gdrcopy-manifest); an install with a file changed or missing since, or without a manifest, reads
+    {"damaged": [paths]} instead of its stamp, so it is not current and is installed again."""
     stamps = read_stamps(h, prefix.rstrip("/") + "/*/.gdrcopy-install.json")
     for d in [d for d, stamp in stamps.items() if stamp]:
         try:
@@ -984,14 +984,10 @@ def file_sha256(h, path):
     full = h.path(path)
     if os.path.islink(full) or not os.path.isfile(full):
         return ""
-    digest = hashlib.sha256()
     try:
-        with open(full, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        return C.file_sha256(full)
     except (IOError, OSError):
         return ""
-    return digest.hexdigest()
 
 
 def gdrdrv_facts(h):
@@ -1137,21 +1133,16 @@ def file_digest(h, path):
         st = os.stat(full)
         with open(full, "rb") as f:
             head = f.read(64)
-        digest = hashlib.sha256()
         if PRIVATE_KEY.match(head):
             openssl = h.tool("openssl")
             rc, out, dummy = h.run([openssl, "pkey", "-in", full, "-pubout"]) if openssl else (1, "", "")
             kind = "pubkey-sha256" if rc == 0 else "private-key-size"
-            digest.update(out.encode("utf-8") if rc == 0 else str(st.st_size).encode("ascii"))
+            digest = hashlib.sha256((out if rc == 0 else str(st.st_size)).encode("utf-8")).hexdigest()
         else:
-            kind = "sha256"
-            with open(full, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
+            kind, digest = "sha256", C.file_sha256(full)
     except (IOError, OSError):
         return ""
-    return "%s:%s mode:%04o uid:%d gid:%d" % (kind, digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_uid,
-                                              st.st_gid)
+    return "%s:%s mode:%04o uid:%d gid:%d" % (kind, digest, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
 
 
 def managed_files(h, facts, prefix, watch=()):
