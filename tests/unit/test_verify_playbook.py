@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from conftest import REPO
 from test_report_playbooks import play
 
 
@@ -41,3 +42,24 @@ def test_a_converged_host_reports_the_tests_of_the_run_its_record_keeps(tmp_path
     rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True,
                    gdrcopy_preflight_info={"converged": {"ok": True}})
     assert rc == 0 and "skipped: converged: the run that left this host as it is ran them" in out, out
+
+
+def test_verify_after_an_earlier_play_checked_the_variables(tmp_path):
+    """In site.yml preflight registers __gdrcopy_in before verify.yml runs. verify.yml must still read a checked
+    result, not a skipped one: a conditional validate task registers its skip result over the earlier value (CI of
+    8ad4277 failed so in check mode, the secureboot converge and the demo: no attribute 'gdrcopy_build_root')."""
+    book = tmp_path / "site-order.yml"
+    book.write_text(
+        "- name: First play checks the variables, as preflight does\n"
+        "  hosts: all\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - name: Validate\n"
+        "      ansible.builtin.import_role:\n"
+        "        name: gpufleet.gdrcopy.gdrcopy\n"
+        "        tasks_from: validate.yml\n"
+        "- name: Then verify\n"
+        "  ansible.builtin.import_playbook: %s\n" % (REPO / "playbooks" / "verify.yml"))
+    rc, out = play(tmp_path, str(book))
+    assert rc == 0, out
+    assert "skipped: no NVIDIA GPU on this host: only the GPU-less smoke check applies" in out, out
