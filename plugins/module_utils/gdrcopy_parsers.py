@@ -617,10 +617,19 @@ def _gdrdrv_warnings(facts):
     flavor = g["params"].get("flavor")
     if flavor and nv["flavor"] and flavor != nv["flavor"]:
         out.append("gdrdrv was built for the %s NVIDIA driver but the %s one is loaded" % (flavor, nv["flavor"]))
-    mode = g["device"]["mode"]
-    if mode and int(mode, 8) & 0o002:
-        out.append("/dev/gdrdrv is world-writable (mode %s): any local user can map GPU memory" % mode)
+    concern = device_access_concern(g["device"]["mode"])
+    if concern:
+        out.append(concern)
     return out
+
+
+def device_access_concern(mode):
+    """The sentence for a /dev/gdrdrv mode (octal text, "" when there is no node) that lets users outside its owner
+    and group in, else "". Read access is enough: gdrdrv's ioctls pin and map GPU memory for any open handle."""
+    if not mode or not int(mode, 8) & 0o006:
+        return ""
+    return ("/dev/gdrdrv is open to every local user (mode %s): any of them can pin and map GPU memory; use mode "
+            "0660 and a group (gdrcopy_device_mode, gdrcopy_device_group)" % mode)
 
 
 def _version_warnings(facts):
