@@ -42,9 +42,9 @@ def test_preflight_stops_a_host_that_cannot_load_modules_and_changes_nothing(tmp
     assert not (tmp_path / "cache").exists(), "preflight stopped before fetching the source"
 
 
-def preflight_inputs(tmp_path, project=REPO, **extra_vars):
+def preflight_tasks(tmp_path, project=REPO, **extra_vars):
     """Run preflight (of `project`) on the controller (it stops at the module check here, after the digests) and
-    return the gdrcopy_run_inputs it set, read from the json callback."""
+    return its tasks as the json callback has them."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",  # a test collection (make setup unpacks it)
                ANSIBLE_COLLECTIONS_PATH="%s:%s" % (project / "collections", TEST_COLLECTIONS))
@@ -54,10 +54,15 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
                         str(project / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],
                        cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert "Unable to find" not in r.stdout + r.stderr, "a warning on every run: " + r.stdout[-1500:]
-    tasks = json.loads(r.stdout)["plays"][0]["tasks"]
+    return json.loads(r.stdout)["plays"][0]["tasks"]
+
+
+def preflight_inputs(tmp_path, project=REPO, **extra_vars):
+    """The gdrcopy_run_inputs preflight (of `project`) sets on the controller."""
+    tasks = preflight_tasks(tmp_path, project, **extra_vars)
     found = [t["hosts"]["localhost"]["ansible_facts"]["gdrcopy_run_inputs"] for t in tasks
              if t["task"]["name"] == "Digest this run's inputs"]
-    assert len(found) == 1, r.stdout[-2000:]
+    assert len(found) == 1, tasks[-3:]
     # An untagged run of a host in host mode reads it for the converged check (ansible_run_tags is a tuple).
     read = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].startswith("Read the host and compare")]
     assert len(read) == 1, read
@@ -120,3 +125,15 @@ def test_the_code_digest_follows_every_file_the_roles_run_and_no_doc(tmp_path):
         digests.append(preflight_inputs(tmp_path, project)["code"])
     assert digests[0] == digests[1] == digests[2], "a README is no input"
     assert len(set(digests[2:])) == len(digests) - 2, digests
+
+
+def test_an_unpinned_git_source_is_never_converged(tmp_path):
+    """Before: a branch under gdrcopy_allow_unpinned that moved after the verified run left the host converged (the
+    digest holds the branch name, not the commit it points to), so the new commit was never built."""
+    tasks = preflight_tasks(tmp_path, gdrcopy_version="9.9", gdrcopy_source_type="git",
+                            gdrcopy_source_git_url=(tmp_path / "repo").as_uri(), gdrcopy_source_git_ref="main",
+                            gdrcopy_allow_unpinned=True)
+    by_name = dict((t["task"]["name"], t["hosts"]["localhost"]) for t in tasks)
+    assert by_name["Read the host and compare it with the record of its last verified run"].get("skipped"), by_name
+    said = by_name["Say why every step runs (an unpinned source)"]
+    assert "is not pinned (gdrcopy_allow_unpinned), so it may have moved since the last run" in said["msg"], said
