@@ -22,6 +22,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_parsers import open_to_others
+
 
 class Invalid(ValueError):
     """One refused value: str(err) is the sentence (without the trailing advice the plugin adds)."""
@@ -451,8 +453,7 @@ def _gdrcopy_rules(values, context):
             errors.append('gdrcopy_source_git_ref "%s" is not pinned for gdrcopy_version "%s": use the release\'s tag '
                           'from the release table (leave gdrcopy_source_git_ref ""), a full 40-hex commit, or set '
                           "gdrcopy_allow_unpinned: true to build a moving ref" % (ref or "v" + version_, version_))
-    mode = int(values["gdrcopy_device_mode"], 8)
-    if mode & 0o007 and not values["gdrcopy_device_world_access"]:
+    if open_to_others(int(values["gdrcopy_device_mode"], 8)) and not values["gdrcopy_device_world_access"]:
         errors.append('gdrcopy_device_mode "%s" gives every local user access to /dev/gdrdrv (its ioctls pin and map '
                       'GPU memory): use "0660" and add the users to gdrcopy_device_group ("%s"), or set '
                       "gdrcopy_device_world_access: true to accept it" % (values["gdrcopy_device_mode"],
@@ -461,7 +462,7 @@ def _gdrcopy_rules(values, context):
 
 
 def _gdrcopy_concerns(values, context):
-    if int(values["gdrcopy_device_mode"], 8) & 0o007:
+    if open_to_others(int(values["gdrcopy_device_mode"], 8)):
         return ['gdrcopy_device_mode "%s" with gdrcopy_device_world_access: true lets every local user open /dev/gdrdrv '
                 "and pin GPU memory through it" % values["gdrcopy_device_mode"]]
     return []

@@ -623,13 +623,20 @@ def _gdrdrv_warnings(facts):
     return out
 
 
+def open_to_others(mode):
+    """Whether a /dev/gdrdrv mode (an int) gives users outside its owner and group any access. Read alone is enough:
+    gdrdrv's ioctls pin and map GPU memory for any open handle. The one rule for the role's inputs
+    (module_utils/gdrcopy_inputs) and the status report."""
+    return bool(mode & 0o007)
+
+
 def device_access_concern(mode):
-    """The sentence for a /dev/gdrdrv mode (octal text, "" when there is no node) that lets users outside its owner
-    and group in, else "". Read access is enough: gdrdrv's ioctls pin and map GPU memory for any open handle."""
-    if not mode or not int(mode, 8) & 0o006:
+    """The sentence for the mode of the node as found (octal text, "" when there is no node) when it is open to
+    others, else ""."""
+    if not mode or not open_to_others(int(mode, 8)):
         return ""
-    return ("/dev/gdrdrv is open to every local user (mode %s): any of them can pin and map GPU memory; use mode "
-            "0660 and a group (gdrcopy_device_mode, gdrcopy_device_group)" % mode)
+    return ("/dev/gdrdrv gives every local user access (mode %s): read access alone lets them pin and map GPU "
+            "memory; use mode 0660 and a group (gdrcopy_device_mode, gdrcopy_device_group)" % mode)
 
 
 def _version_warnings(facts):
