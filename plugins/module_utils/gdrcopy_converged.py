@@ -17,8 +17,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import json
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import file_sha256  # noqa: F401 (re-exported)
 
 RECORD_VERSION = 1
 RECORD_PATH = "/var/lib/gdrcopy-ansible/converged.json"
@@ -40,16 +41,6 @@ MANAGED_PATHS = (
     "/var/lib/gdrcopy-ansible/mok/.*",
     "/var/lib/gdrcopy-ansible/mok-signer.der",
 )
-
-
-def file_sha256(path):
-    """The sha256 of a file's bytes (IOError/OSError when it cannot be read): the one digest of file content that
-    gdrcopy_info (managed files, install manifests) and the input checks (the controller certificate) use."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _module_state(mod, files):

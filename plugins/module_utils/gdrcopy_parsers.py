@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import parse_sha256sums  # noqa: F401 (re-exported)
+
 NVIDIA_VERSION_RE = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
 
 
@@ -843,19 +845,6 @@ def assess(facts):
 def mountinfo_has_root(text):
     """Whether /proc/self/mountinfo text has a mount on "/" (field 5, the mount point)."""
     return any(len(f) > 4 and f[4] == "/" for f in (line.split() for line in text.splitlines()))
-
-
-def parse_sha256sums(text):
-    """sha256sum's output ("<64 hex>  <path>" a line) as {path: hex}; ValueError on a line of another shape."""
-    out = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = re.match(r"^([0-9a-f]{64}) [ *](.+)$", line)
-        if not m or m.group(2).startswith("/") or ".." in m.group(2).split("/"):
-            raise ValueError("not a sha256sum line: %r" % line[:80])
-        out[m.group(2)] = m.group(1)
-    return out
 
 
 def parse_group_names(text):

@@ -114,7 +114,7 @@ def test_world_access_must_be_asked_for_and_is_then_a_concern():
     ("gdrcopy_source_git_url", "ext::sh -c touch% /tmp/pwned"),
     ("gdrcopy_source_git_url", "--upload-pack=id"),
     ("gdrcopy_device_group", "gdrcopy\nchmod 777 /dev/gdrdrv"),
-    ("gdrcopy_kernel_hook_sign_command", ["sign-it"]),
+    ("gdrcopy_sign_command", ["sign-it"]),
     ("gdrcopy_load", "sometimes"),
     ("mok_signing_key_dir", "/var/lib/gdrcopy ansible/mok"),
     ("mok_signing_key_dir", "/var/lib/$(id)/mok"),
@@ -275,7 +275,7 @@ def assert_harmless(name, value, normalised):
         assert all(p == "" or (shell_word(p) and "%" not in p and "/../" not in p + "/") for p in paths)
     elif getattr(kind, "what", "").startswith("an absolute path on the controller"):
         assert value == "" or (value.startswith("/") and shlex.split(shlex.quote(value)) == [value])
-    elif name == "gdrcopy_kernel_hook_sign_command":
+    elif name == "gdrcopy_sign_command":
         assert json.loads(json.dumps(value)) == value and (not value or shell_word(value[0]))
 
 
@@ -328,8 +328,8 @@ OTHER_VALUE = {
     "gdrcopy_artifact_dir": "/srv/builds", "gdrcopy_fleet_builders": "gpu_builders", "gdrcopy_kernels": ["6.1.0-28-amd64"], "gdrcopy_nvidia_src_dir": "/usr/src/nv",
     "gdrcopy_build_root": "/srv/build", "gdrcopy_prefix": "/opt/gdr", "gdrcopy_cuda_home": "/opt/cuda",
     "gdrcopy_module_params": {"dbg_enabled": 1}, "gdrcopy_device_mode": "0640", "gdrcopy_device_group": "video",
-    "gdrcopy_chain_modules": ["nvidia-peermem"], "gdrcopy_pre_install_tasks": "/srv/hook.yml",
-    "gdrcopy_kernel_hook_sign_command": ["/usr/local/bin/sign"],
+    "gdrcopy_chain_modules": ["nvidia-peermem"],
+    "gdrcopy_sign_command": ["/usr/local/bin/sign"],
     "mok_signing_host_key_paths": [], "mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der",
     "mok_signing_key_dir": "/srv/mok", "mok_signing_key_cn": "another name", "mok_signing_enrollment_password": "x",
 }

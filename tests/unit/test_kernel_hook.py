@@ -16,7 +16,8 @@ import yaml
 
 from conftest import load_script
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "gdrcopy"
+REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles" / "gdrcopy"
 FILES = ROLE / "files"
 KERNEL = "6.1.0-99-amd64"
 
@@ -88,11 +89,24 @@ def test_a_new_kernel_gets_a_built_signed_installed_gdrdrv_with_the_roles_stamp(
     assert len(log) == 1 and f"KVER={KERNEL} " in log[0]
 
 
-def test_the_build_argv_is_the_roles(host):
-    argv = hook.build_argv(host["cfg"], KERNEL)
+def test_the_hook_runs_the_modules_pipeline_with_the_roles_argv(host):
+    """One pipeline, two callers: the hook imports the gdrcopy_build module's module_utils file, not a copy."""
+    assert Path(hook.pipeline.__file__).resolve() == REPO / "plugins" / "module_utils" / "gdrcopy_pipeline.py"
+    argv = hook.pipeline.driver_build_argv(hook.load_config(str(host["config"])), KERNEL)
     assert argv[argv.index("--") + 1:] == ["make", "driver", f"KVER={KERNEL}", "NVIDIA_SRC_DIR=/usr/src/nv",
                                            "NVIDIA_IS_OPENSOURCE=n"]
     assert json.loads(argv[argv.index("--stamp") + 1]) == dict(host["cfg"]["stamp_base"], kernel=KERNEL)
+
+
+def test_the_role_installs_the_modules_pipeline_file_beside_the_hook():
+    """kernel_hook.yml copies __gdrcopy_pipeline_file, which names the tracked module_utils file from role_path."""
+    value = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__gdrcopy_pipeline_file"]
+    path = Path(value.replace("{{ role_path }}", str(ROLE))).resolve()
+    assert path == REPO / "plugins" / "module_utils" / "gdrcopy_pipeline.py"
+    assert path.is_file()  # test_repository.py checks that git tracks it
+    tasks = yaml.safe_load((ROLE / "tasks" / "kernel_hook.yml").read_text())
+    copy = next(t for t in tasks if "block" in t)["block"][0]
+    assert copy["loop"] == ["gdrcopy-kernel-hook", "{{ __gdrcopy_pipeline_file }}"]
 
 
 def test_a_second_call_compiles_nothing_and_changes_no_file(host):

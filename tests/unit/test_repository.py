@@ -47,8 +47,9 @@ def _static_sources():
                 else:
                     src = args.get("src") or args.get("cmd", "").split(" ")[0]
                 if src == "{{ item }}" and isinstance(task.get("loop"), list):  # a literal list of role files
-                    for item in task["loop"]:
-                        yield task_file.relative_to(REPO), role_dir / folder / item
+                    for item in task["loop"]:  # a templated item is resolved by its own test
+                        if "{{" not in item:
+                            yield task_file.relative_to(REPO), role_dir / folder / item
                 elif src and "{{" not in src:
                     yield task_file.relative_to(REPO), role_dir / folder / src
 

@@ -18,12 +18,10 @@ ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
 
 # Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
 EXPORTS = {
-    # gdrcopy_hook_*: what gdrcopy_pre_install_tasks receives (the hook interface, defaults/main.yml).
-    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused",
-                "gdrcopy_hook_kernels", "gdrcopy_hook_modules"},
+    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
-                    "mok_signing_gdrcopy_hook", "mok_signing_sign_command"},
+                    "mok_signing_sign_command"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report", "nvidia_peermem_boot_modules"},
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
@@ -32,8 +30,8 @@ PLAYBOOK_EXPORTS = {
                   "gdrcopy_converged",
                   # on a converged host, what the roles it skips would have exported (nothing pending, the smoke result)
                   "gdrcopy_smoke", "gdrcopy_reload_pending", "gdrcopy_reboot_required", "mok_signing_enrollment_pending"},
-    # The mok_signing play wires the role's signing hook into the gdrcopy role's hook variable.
-    "mok_signing": {"gdrcopy_pre_install_tasks", "gdrcopy_kernel_hook_sign_command"},
+    # The mok_signing play hands the role's signing command to the gdrcopy role.
+    "mok_signing": {"gdrcopy_sign_command"},
     # and the nvidia_peermem play hands the gdrcopy role's boot unit the modules it loads between nvidia and gdrdrv.
     "nvidia_peermem": {"gdrcopy_chain_modules"},
     "verify": {"gdrcopy_verify"},
@@ -246,8 +244,8 @@ def test_role_internal_variables_carry_the_internal_prefix(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_readme_documents_every_export(role):
-    """Exports are documented by hand under "Variables exported" (the hook interface gdrcopy_hook_* in the spec's
-    gdrcopy_pre_install_tasks description, so in the generated table); test_argspec_docs.py keeps that table current."""
+    """Exports are documented by hand under "Variables exported"; test_argspec_docs.py keeps the variable tables
+    current."""
     readme = (ROOT / "roles" / role / "README.md").read_text(encoding="utf-8")
     missing = {name for name in EXPORTS[role] if name not in readme}
     assert missing == set()

@@ -1,0 +1,478 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""The build pipeline of one host: libgdrapi and gdrdrv, from the verified tarball to the installed files.
+
+    plan  -> build (lib, then gdrdrv per kernel; all or nothing, stamped) -> install the library (staged, swapped)
+          -> sign every gdrdrv (one sign_command argv) -> install gdrdrv per kernel (temporary file, rename) -> depmod
+
+Two callers run it: the gdrcopy_build module (the gdrcopy role) and the kernel postinst hook
+(roles/gdrcopy/files/gdrcopy-kernel-hook, for a kernel installed between two runs). The hook runs outside Ansible,
+so this file uses the standard library only: the role copies it next to the hook, which imports it from there.
+The driver part of the module's options is the hook's record (/etc/gdrcopy-ansible/kernel-hook.json), written by
+the module itself, so the hook builds with exactly the inputs of the last run and that run's stamp.
+
+A build is redone exactly when its stamp (its inputs as JSON) differs from the one in its directory; gdrcopy-build
+does the build in <dir>.new and renames it into place, gdrcopy-install stages the library beside the prefix. Nothing
+is installed until every build of the call succeeded, and nothing unsigned is installed while signing is on.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+# Fixed places on a host (one source: the gdrcopy role reads them through the module's defaults and results).
+LIBEXEC = "/usr/local/libexec/gdrcopy-ansible"
+STATE_DIR = "/var/lib/gdrcopy-ansible"
+HOOK_RECORD = "/etc/gdrcopy-ansible/kernel-hook.json"
+HOOK_STATUS = STATE_DIR + "/kernel-hook-status.json"
+MODULES_ROOT = "/lib/modules"
+MODULE_SUBDIR = "updates/gdrcopy"
+MODULE_FILE = "gdrdrv.ko"
+DRIVER_ARTIFACT = "src/gdrdrv/gdrdrv.ko"
+STAMP_FILE = ".gdrcopy-stamp.json"
+INSTALL_STAMP_FILE = ".gdrcopy-install.json"
+MANIFEST_FILE = ".gdrcopy-manifest"
+DEFAULT_TIMEOUT = 1800
+
+KERNEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}\Z")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+FLAVORS = ("open", "proprietary")
+# A make target or VAR=value of the library build (lib, exes, CUDA=/usr/local/cuda).
+MAKE_WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_./+-]*)?\Z")
+# The keys of the driver spec, which is also the kernel hook's record.
+DRIVER_KEYS = ("build_helper", "tarball", "build_log", "driver_dir", "stamp_base", "nvidia_src_dir", "flavor",
+               "module_subdir", "sign_command", "timeout")
+
+
+class PipelineError(Exception):
+    """A step failed: the message says which, for what, and what is left as it was; results holds what was done."""
+
+    def __init__(self, msg, results=None):
+        Exception.__init__(self, msg)
+        self.results = results
+
+
+# --- checks of the inputs ------------------------------------------------------------------------------------
+
+def _path_ok(value):
+    return (isinstance(value, str) and value.startswith("/") and ".." not in value.split("/")
+            and not any(c in value for c in "\n\r\t\x00"))
+
+
+def check_kernels(kernels):
+    """The kernel releases as given, or PipelineError naming the first that is no kernel release."""
+    if not isinstance(kernels, list):
+        raise PipelineError("kernels must be a list of kernel releases")
+    for k in kernels:
+        if not isinstance(k, str) or not KERNEL_RE.match(k):
+            raise PipelineError("kernels: %r is not a kernel release (letters, digits and . _ + ~ -)" % (k,))
+    return kernels
+
+
+def check_driver_spec(spec, where="the driver spec"):
+    """The driver spec (the module's driver options, the hook's record), or PipelineError naming each bad key."""
+    if not isinstance(spec, dict):
+        raise PipelineError("%s is not a JSON object" % where)
+    missing = [k for k in DRIVER_KEYS if k not in spec and k != "timeout"]
+    if missing:
+        raise PipelineError("%s lacks %s" % (where, ", ".join(missing)))
+    bad = [k for k in ("build_helper", "tarball", "build_log", "driver_dir") if not _path_ok(spec[k])]
+    if not (spec["nvidia_src_dir"] == "" or _path_ok(spec["nvidia_src_dir"])):
+        bad.append("nvidia_src_dir")
+    if spec["flavor"] not in FLAVORS:
+        bad.append("flavor")
+    sub = spec["module_subdir"]
+    if not (isinstance(sub, str) and re.match(r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*\Z", sub)):
+        bad.append("module_subdir")
+    base = spec["stamp_base"]
+    if not (isinstance(base, dict) and isinstance(base.get("sha256"), str) and SHA256_RE.match(base["sha256"])):
+        bad.append("stamp_base.sha256")
+    cmd = spec["sign_command"]
+    if not (isinstance(cmd, list) and all(isinstance(a, str) and "\n" not in a and a for a in cmd)
+            and (not cmd or _path_ok(cmd[0]))):
+        bad.append("sign_command")
+    timeout = spec.get("timeout", DEFAULT_TIMEOUT)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
+        bad.append("timeout")
+    if bad:
+        raise PipelineError("%s has a bad value for %s" % (where, ", ".join(bad)))
+    return dict(spec, timeout=timeout)
+
+
+def check_lib_spec(lib):
+    """The library spec of the module ({dir, stamp, targets, install_dir, install_targets, install_helper})."""
+    bad = [k for k in ("dir", "install_dir", "install_helper") if not _path_ok(lib.get(k))]
+    for key in ("targets", "install_targets"):
+        words = lib.get(key)
+        if not (isinstance(words, list) and words and all(isinstance(w, str) and MAKE_WORD_RE.match(w) for w in words)):
+            bad.append(key)
+    if not isinstance(lib.get("stamp"), dict):
+        bad.append("stamp")
+    if not re.match(r"^[0-9]+(\.[0-9]+)+\Z", os.path.basename(str(lib.get("install_dir", "")).rstrip("/"))):
+        bad.append("install_dir (must end in the version)")
+    if bad:
+        raise PipelineError("lib has a bad value for %s" % ", ".join(bad))
+    return lib
+
+
+# --- reading the host ----------------------------------------------------------------------------------------
+
+def file_sha256(path):
+    """The sha256 of a file's bytes (IOError/OSError when it cannot be read)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_or_empty(path):
+    """The sha256 of a regular file; '' when it is missing, a link or unreadable."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return ""
+    try:
+        return file_sha256(path)
+    except (IOError, OSError):
+        return ""
+
+
+def parse_sha256sums(text):
+    """sha256sum's output ("<64 hex>  <path>" a line) as {path: hex}; ValueError on a line of another shape."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = re.match(r"^([0-9a-f]{64}) [ *](.+)$", line)
+        if not m or m.group(2).startswith("/") or ".." in m.group(2).split("/"):
+            raise ValueError("not a sha256sum line: %r" % line[:80])
+        out[m.group(2)] = m.group(1)
+    return out
+
+
+def read_json(path):
+    """The JSON in path, or None when it is missing or not JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def damaged_files(install_dir, manifest_text):
+    """The files of a library install that differ from its manifest (relative paths); [MANIFEST_FILE] without one."""
+    try:
+        manifest = parse_sha256sums(manifest_text or "")
+    except ValueError:
+        manifest = None
+    if not manifest:
+        return [MANIFEST_FILE]
+    return sorted(rel for rel, digest in manifest.items()
+                  if sha256_or_empty(os.path.join(install_dir, rel)) != digest)
+
+
+def install_current(install_dir, stamp):
+    """True when install_dir holds the library install of stamp, every file as gdrcopy-install left it."""
+    if read_json(os.path.join(install_dir, INSTALL_STAMP_FILE)) != stamp:
+        return False
+    try:
+        with open(os.path.join(install_dir, MANIFEST_FILE)) as f:
+            manifest = f.read()
+    except (IOError, OSError):
+        return False
+    return not damaged_files(install_dir, manifest)
+
+
+def build_current(build_dir, stamp, artifact=None):
+    """True when build_dir holds the build of stamp (and its artifact, when one is named)."""
+    if read_json(os.path.join(build_dir, STAMP_FILE)) != stamp:
+        return False
+    return artifact is None or os.path.isfile(os.path.join(build_dir, artifact))
+
+
+def headers_present(kernel, modules_root=MODULES_ROOT):
+    """True when the kernel's build tree (its headers) is there: what gdrdrv compiles against."""
+    return os.path.isfile(os.path.join(modules_root, kernel, "build", "Makefile"))
+
+
+# --- the commands --------------------------------------------------------------------------------------------
+
+def stamp_json(stamp):
+    return json.dumps(stamp, sort_keys=True)
+
+
+def driver_stamp(spec, kernel):
+    """The stamp of gdrdrv for one kernel: the spec's stamp_base plus the kernel."""
+    return dict(spec["stamp_base"], kernel=kernel)
+
+
+def driver_build_dir(spec, kernel):
+    return os.path.join(spec["driver_dir"], kernel)
+
+
+def driver_dest(spec, kernel, modules_root=MODULES_ROOT):
+    return os.path.join(modules_root, kernel, spec["module_subdir"], MODULE_FILE)
+
+
+def _build_prefix(spec):
+    return [spec["build_helper"], "--tarball", spec["tarball"], "--sha256", spec["stamp_base"]["sha256"],
+            "--log", spec["build_log"]]
+
+
+def driver_build_argv(spec, kernel):
+    """gdrcopy-build for gdrdrv of one kernel: upstream's `make driver` against the NVIDIA source."""
+    return _build_prefix(spec) + [
+        "--dir", driver_build_dir(spec, kernel), "--artifact", DRIVER_ARTIFACT,
+        "--stamp", stamp_json(driver_stamp(spec, kernel)), "--",
+        "make", "driver", "KVER=" + kernel, "NVIDIA_SRC_DIR=" + spec["nvidia_src_dir"],
+        "NVIDIA_IS_OPENSOURCE=" + ("y" if spec["flavor"] == "open" else "n")]
+
+
+def lib_build_argv(spec, lib):
+    """gdrcopy-build for libgdrapi (and the test programs when the targets name them)."""
+    return _build_prefix(spec) + ["--dir", lib["dir"], "--stamp", stamp_json(lib["stamp"]), "--",
+                                  "make"] + list(lib["targets"])
+
+
+def lib_install_argv(lib):
+    """gdrcopy-install: upstream's `make lib_install` staged beside the prefix, checked, stamped, swapped in."""
+    return [lib["install_helper"], "--build", lib["dir"], "--dest", lib["install_dir"].rstrip("/"),
+            "--stamp", stamp_json(lib["stamp"]), "--", "make"] + list(lib["install_targets"])
+
+
+def sign_argv(spec, pairs, check=False):
+    """The signing command with --check (predict) and KERNEL=MODULE for each (kernel, module) pair."""
+    return list(spec["sign_command"]) + (["--check"] if check else []) + ["%s=%s" % p for p in pairs]
+
+
+def run_step(run, argv, what, limit):
+    """Run one step under timeout(1) (it stops the step's whole process group); its stdout, or PipelineError."""
+    try:
+        r = run(["timeout", "-k", "30", str(limit)] + argv, capture_output=True, text=True, errors="replace",
+                timeout=limit + 60)
+    except subprocess.TimeoutExpired:
+        r = subprocess.CompletedProcess(argv, 124, "", "")
+    except OSError as e:
+        raise PipelineError("%s could not start: %s" % (what, e))
+    if r.returncode in (124, 137):
+        raise PipelineError("%s ran past its time limit of %d s and was stopped" % (what, limit))
+    if r.returncode != 0:
+        raise PipelineError("%s failed: %s" % (what, last_words(r.stdout, r.stderr)))
+    return r.stdout or ""
+
+
+def last_words(stdout, stderr):
+    """What a failed helper said: the msg of a JSON result on stdout, else the end of stderr (or stdout)."""
+    doc = parse_json_object(stdout)
+    if doc.get("msg"):
+        return str(doc["msg"])
+    text = (stderr or "").strip() or (stdout or "").strip()
+    return text[-2000:] if text else "no output"
+
+
+def parse_json_object(text):
+    try:
+        doc = json.loads((text or "").strip() or "{}")
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def sign_actions(stdout, kernels):
+    """{kernel: action} from the signing command's JSON (mok-sign: results[].kernel/action); a command that prints
+    no such results signed every module it was given."""
+    doc = parse_json_object(stdout)
+    actions = dict((k, "signed") for k in kernels)
+    for r in doc.get("results") or []:
+        if isinstance(r, dict) and r.get("kernel") in actions and isinstance(r.get("action"), str):
+            actions[r["kernel"]] = r["action"]
+    return actions
+
+
+def install_file(src, dest):
+    """Copy src to dest through a temporary file beside it and a rename: no reader sees half a module."""
+    directory = os.path.dirname(dest)
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    tmp = dest + ".gdrcopy-new"
+    try:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            while True:
+                block = fin.read(1 << 20)
+                if not block:
+                    break
+                fout.write(block)
+            fout.flush()
+            os.fsync(fout.fileno())
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# --- the pipeline --------------------------------------------------------------------------------------------
+
+def plan(spec, kernels, lib=None, modules_root=MODULES_ROOT):
+    """What the host has and lacks, read only: {lib: {...} or None, kernels: [{kernel, headers, build, dest, ...}]}."""
+    out = {"lib": None, "kernels": []}
+    if lib:
+        out["lib"] = {"dir": lib["dir"], "install_dir": lib["install_dir"],
+                      "build": "current" if build_current(lib["dir"], lib["stamp"]) else "needed",
+                      "install": "current" if install_current(lib["install_dir"], lib["stamp"]) else "needed"}
+    for kernel in kernels:
+        build_dir = driver_build_dir(spec, kernel)
+        out["kernels"].append({
+            "kernel": kernel, "headers": headers_present(kernel, modules_root), "build_dir": build_dir,
+            "build": "current" if build_current(build_dir, driver_stamp(spec, kernel), MODULE_FILE) else "needed",
+            "dest": driver_dest(spec, kernel, modules_root),
+            "installed_sha256": sha256_or_empty(driver_dest(spec, kernel, modules_root))})
+    return out
+
+
+def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MODULES_ROOT, run=subprocess.run,
+             say=lambda msg: None):
+    """Bring the host to the builds (and, with install, the installs) of spec, lib and kernels.
+
+    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], diff: [...]}; check predicts and
+    changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
+    spec = check_driver_spec(spec)
+    check_kernels(kernels)
+    if lib:
+        check_lib_spec(lib)
+    result = {"changed": False, "lib": None, "kernels": [], "diff": []}
+    try:
+        return _converge(spec, kernels, lib, install, check, modules_root, run, say, result)
+    except PipelineError as e:
+        e.results = e.results or result
+        raise
+
+
+def _converge(spec, kernels, lib, install, check, modules_root, run, say, result):
+    p = plan(spec, kernels, lib, modules_root)
+    limit = spec["timeout"]
+    rows = dict((k["kernel"], {"kernel": k["kernel"], "build": k["build"], "sign": "off",
+                               "install": "skipped" if not install else "pending", "depmod": False})
+                for k in p["kernels"])
+    result["kernels"] = [rows[k] for k in kernels]
+    if lib:
+        result["lib"] = {"build": p["lib"]["build"], "install": p["lib"]["install"] if install else "skipped"}
+
+    def fail(msg):
+        raise PipelineError(msg, result)
+
+    no_headers = [k["kernel"] for k in p["kernels"] if not k["headers"]]
+    if no_headers:
+        fail("no headers for %s (%s/<kernel>/build): install them, then run again; nothing was built or installed"
+             % (", ".join(no_headers), modules_root))
+
+    # 1. builds: the library, then gdrdrv for each kernel. Each is all or nothing; none installed before all are.
+    if lib and p["lib"]["build"] == "needed":
+        if check:
+            result["lib"]["build"] = "would build"
+        else:
+            say(run_step(run, lib_build_argv(spec, lib), "the libgdrapi build", limit).strip())
+            result["lib"]["build"] = "built"
+        result["changed"] = True
+    for k in p["kernels"]:
+        if k["build"] != "needed":
+            continue
+        if check:
+            rows[k["kernel"]]["build"] = "would build"
+        else:
+            say(run_step(run, driver_build_argv(spec, k["kernel"]), "the gdrdrv build for %s" % k["kernel"],
+                         limit).strip())
+            rows[k["kernel"]]["build"] = "built"
+        result["changed"] = True
+    if not install:
+        return result
+
+    # 2. the library: staged beside the prefix, compared with the build, swapped in.
+    if lib and p["lib"]["install"] == "needed":
+        before = read_json(os.path.join(lib["install_dir"], INSTALL_STAMP_FILE))
+        result["diff"].append({"before_header": lib["install_dir"], "after_header": lib["install_dir"],
+                               "before": stamp_json(before) + "\n" if before else "",
+                               "after": stamp_json(lib["stamp"]) + "\n"})
+        if check:
+            result["lib"]["install"] = "would install"
+        else:
+            say(run_step(run, lib_install_argv(lib), "installing libgdrapi", limit).strip())
+            result["lib"]["install"] = "installed"
+        result["changed"] = True
+
+    # 3. signing: every built gdrdrv, in one call; the signer leaves a module it already signed untouched.
+    predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] == "would build"]
+    if spec["sign_command"]:
+        ask = [(k["kernel"], os.path.join(k["build_dir"], MODULE_FILE)) for k in p["kernels"]
+               if k["kernel"] not in predicted]
+        actions = dict((k, "would sign") for k in predicted)
+        if ask and check and not os.path.exists(spec["sign_command"][0]):
+            actions.update((k, "would sign") for k, dummy in ask)  # check mode before the signer is installed
+        elif ask:
+            out = run_step(run, sign_argv(spec, ask, check), "signing gdrdrv (%s)" % ", ".join(k for k, _ in ask),
+                           limit)
+            got = sign_actions(out, [k for k, dummy in ask])
+            actions.update((k, ("would " + a.replace("signed", "sign") if check and a != "unchanged" else a))
+                           for k, a in got.items())
+        for kernel, action in actions.items():
+            rows[kernel]["sign"] = action
+            if action != "unchanged":
+                result["changed"] = True
+
+    # 4. install each gdrdrv through a rename, then depmod for each kernel whose module changed.
+    for k in p["kernels"]:
+        row = rows[k["kernel"]]
+        built = os.path.join(k["build_dir"], MODULE_FILE)
+        new = "" if row["build"] == "would build" or row["sign"].startswith("would") else sha256_or_empty(built)
+        if new and new == k["installed_sha256"]:
+            row["install"] = "current"
+            continue
+        result["diff"].append({"before_header": k["dest"], "after_header": k["dest"],
+                               "before": ("sha256 %s\n" % k["installed_sha256"]) if k["installed_sha256"] else "",
+                               "after": "sha256 %s\n" % (new or "(built in this run)")})
+        result["changed"] = True
+        if check:
+            row["install"] = "would install"
+            continue
+        try:
+            install_file(built, k["dest"])
+        except (IOError, OSError) as e:
+            fail("installing gdrdrv for %s failed: %s. The gdrdrv.ko already there is untouched (the copy goes "
+                 "through a temporary file that is renamed); when a disk is full, free space under %s and run again"
+                 % (k["kernel"], e, modules_root))
+        row["install"] = "installed"
+        say("installed gdrdrv for %s" % k["kernel"])
+    for row in result["kernels"]:
+        if row["install"] == "installed":
+            r = run(["depmod", row["kernel"]], capture_output=True, text=True, errors="replace")
+            if r.returncode != 0:
+                fail("depmod %s failed: %s" % (row["kernel"], last_words(r.stdout, r.stderr)))
+            row["depmod"] = True
+    return result
+
+
+def write_record(path, spec, check=False):
+    """Write the driver spec as the kernel hook's record (a temporary file and a rename); True when it changed."""
+    text = json.dumps(spec, indent=4, sort_keys=True) + "\n"
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False, text
+    except (IOError, OSError):
+        pass
+    if not check:
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    return True, text

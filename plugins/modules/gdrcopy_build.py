@@ -1,0 +1,290 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gdrcopy_build
+short_description: Build libgdrapi and gdrdrv for every kernel, sign gdrdrv and install both, all or nothing
+description:
+  - One call does the whole per-host pipeline of the gdrcopy role, in this order - build libgdrapi, build gdrdrv
+    for each kernel, install the library, sign each gdrdrv, install each gdrdrv, run depmod for each kernel whose
+    module changed.
+  - Each build runs the C(gdrcopy-build) helper, which checks the node's tarball against its sha256, builds in
+    C(<dir>.new) and renames it into place, so a failed or killed build leaves the previous one. A build is redone
+    exactly when its stamp (its inputs) differs from the one in its directory; every compile is logged.
+  - The library is installed by the C(gdrcopy-install) helper (staged beside the prefix, compared with the build,
+    swapped in). A library install is current when its stamp matches and every file matches its manifest.
+  - Nothing is installed until every build of the call succeeded; with O(driver.sign_command) no unsigned gdrdrv is
+    installed. gdrdrv goes to C(/lib/modules/<kernel>/<module_subdir>/gdrdrv.ko) through a temporary file and a
+    rename.
+  - The kernel postinst hook of the gdrcopy role runs the same code (module_utils C(gdrcopy_pipeline)) for a kernel
+    installed between two runs, with the driver options this module records in O(hook_record).
+version_added: "0.2.0"
+author: gdrcopy-ansible contributors (@gpufleet)
+options:
+  kernels:
+    description: The kernel releases to build gdrdrv for. Each needs its headers (C(/lib/modules/<k>/build)).
+    type: list
+    elements: str
+    required: true
+  driver:
+    description:
+      - How gdrdrv is built, signed and installed. This is the kernel hook's record too.
+    type: dict
+    required: true
+    suboptions:
+      build_helper:
+        description: The C(gdrcopy-build) helper.
+        type: path
+        required: true
+      tarball:
+        description: The verified source tarball on the node.
+        type: path
+        required: true
+      build_log:
+        description: The log every compile is appended to.
+        type: path
+        required: true
+      driver_dir:
+        description: The directory holding one build directory per kernel.
+        type: path
+        required: true
+      stamp_base:
+        description: The inputs of every gdrdrv build (C(sha256) of the tarball among them); the kernel is added.
+        type: dict
+        required: true
+      nvidia_src_dir:
+        description: The NVIDIA kernel source (C(NVIDIA_SRC_DIR)); empty lets upstream's Makefile look.
+        type: str
+        default: ""
+      flavor:
+        description: The NVIDIA kernel module flavor gdrdrv is built for.
+        type: str
+        choices: [open, proprietary]
+        required: true
+      module_subdir:
+        description: Where gdrdrv goes under C(/lib/modules/<kernel>/).
+        type: str
+        default: updates/gdrcopy
+      sign_command:
+        description:
+          - The argv that signs modules; C(--check) (predict only) and C(KERNEL=MODULE) for each module are
+            appended. It may print a JSON object with C(results) (C(kernel), C(action)); it fails with a non-zero
+            exit and a C(msg) or a last line on stderr. Empty - no signing.
+        type: list
+        elements: str
+        default: []
+      timeout:
+        description: Seconds each build, install or signing step may run before it is stopped.
+        type: int
+        default: 1800
+  lib:
+    description: The library build and install; left out, only gdrdrv is handled.
+    type: dict
+    suboptions:
+      dir:
+        description: Its build directory.
+        type: path
+        required: true
+      stamp:
+        description: Its inputs; the build and the install are redone when they change.
+        type: dict
+        required: true
+      targets:
+        description: The make targets and variables of the build (C(lib), C(exes), C(CUDA=...)).
+        type: list
+        elements: str
+        required: true
+      install_dir:
+        description: The versioned install directory (C(<prefix>/<version>)).
+        type: path
+        required: true
+      install_targets:
+        description: The make targets of the install (C(lib_install), C(exes_install)).
+        type: list
+        elements: str
+        required: true
+      install_helper:
+        description: The C(gdrcopy-install) helper.
+        type: path
+        required: true
+  install:
+    description: Install what is built. V(false) only builds (fleet builds, before they are shared).
+    type: bool
+    default: true
+  hook_record:
+    description: Write the driver options here as the kernel hook's record (only when O(install) is true).
+    type: path
+notes:
+  - Bad options fail before anything runs, each named.
+attributes:
+  check_mode:
+    support: full
+    description: Predicts per component and kernel what would be built, signed and installed; runs the signer with
+      C(--check) on built modules.
+  diff_mode:
+    support: full
+    description: The library install's stamp, each gdrdrv's sha256 and the hook record, before and after.
+"""
+
+EXAMPLES = r"""
+- name: Build, sign and install gdrdrv for two kernels, and the library
+  gpufleet.gdrcopy.gdrcopy_build:
+    kernels: [6.1.0-25-amd64, 6.1.0-26-amd64]
+    lib:
+      dir: /var/lib/gdrcopy-ansible/build/2.6-c9eaf059/lib
+      stamp: {component: lib, sha256: "{{ sha }}"}
+      targets: [lib]
+      install_dir: /opt/gdrcopy/2.6
+      install_targets: [lib_install]
+      install_helper: /usr/local/libexec/gdrcopy-ansible/gdrcopy-install
+    driver:
+      build_helper: /usr/local/libexec/gdrcopy-ansible/gdrcopy-build
+      tarball: /var/lib/gdrcopy-ansible/build/src/gdrcopy-2.6-c9eaf059.tar.gz
+      build_log: /var/lib/gdrcopy-ansible/build/builds.log
+      driver_dir: /var/lib/gdrcopy-ansible/build/2.6-c9eaf059/driver
+      stamp_base: {component: driver, sha256: "{{ sha }}", flavor: open}
+      nvidia_src_dir: /usr/src/nvidia-550.54.15
+      flavor: open
+      sign_command: [/usr/local/libexec/gdrcopy-ansible/mok-sign, --key, /var/lib/shim-signed/mok/MOK.priv,
+                     --cert, /var/lib/shim-signed/mok/MOK.der]
+    hook_record: /etc/gdrcopy-ansible/kernel-hook.json
+  register: built
+"""
+
+RETURN = r"""
+lib:
+  description: What happened to the library (null without O(lib)).
+  returned: always
+  type: dict
+  contains:
+    build:
+      description: C(current), C(built) or C(would build).
+      type: str
+    install:
+      description: C(current), C(installed), C(would install) or C(skipped).
+      type: str
+kernels:
+  description: One entry per kernel, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    kernel:
+      description: The kernel release.
+      type: str
+    build:
+      description: C(current), C(built) or C(would build).
+      type: str
+    sign:
+      description: C(off) (no signing), C(unchanged), C(signed), C(resigned), or C(would sign) / C(would resign).
+      type: str
+    install:
+      description: C(current), C(installed), C(would install) or C(skipped).
+      type: str
+    depmod:
+      description: Whether depmod ran for this kernel.
+      type: bool
+built:
+  description: The kernels whose gdrdrv was compiled by this call.
+  returned: always
+  type: list
+  elements: str
+installed:
+  description: The kernels whose installed gdrdrv changed.
+  returned: always
+  type: list
+  elements: str
+hook_record:
+  description: Whether the kernel hook's record changed.
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as P
+
+DRIVER_OPTIONS = dict(
+    build_helper=dict(type="path", required=True),
+    tarball=dict(type="path", required=True),
+    build_log=dict(type="path", required=True),
+    driver_dir=dict(type="path", required=True),
+    stamp_base=dict(type="dict", required=True),
+    nvidia_src_dir=dict(type="str", default=""),
+    flavor=dict(type="str", choices=list(P.FLAVORS), required=True),
+    module_subdir=dict(type="str", default=P.MODULE_SUBDIR),
+    sign_command=dict(type="list", elements="str", default=[], no_log=False),
+    timeout=dict(type="int", default=P.DEFAULT_TIMEOUT),
+)
+LIB_OPTIONS = dict(
+    dir=dict(type="path", required=True),
+    stamp=dict(type="dict", required=True),
+    targets=dict(type="list", elements="str", required=True),
+    install_dir=dict(type="path", required=True),
+    install_targets=dict(type="list", elements="str", required=True),
+    install_helper=dict(type="path", required=True),
+)
+ARGUMENT_SPEC = dict(
+    kernels=dict(type="list", elements="str", required=True),
+    driver=dict(type="dict", required=True, options=DRIVER_OPTIONS),
+    lib=dict(type="dict", options=LIB_OPTIONS),
+    install=dict(type="bool", default=True),
+    hook_record=dict(type="path"),
+)
+
+
+def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
+    """The module's work for its params: (result, error message or None)."""
+    kwargs = {"run": run} if run else {}
+    spec = P.check_driver_spec(dict(params["driver"]), "driver")
+    P.check_kernels(params["kernels"])
+    if params.get("lib"):
+        P.check_lib_spec(params["lib"])
+    try:
+        result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
+                            modules_root=modules_root, **kwargs)
+    except P.PipelineError as e:
+        return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": []}), str(e)
+    out = summarize(result)
+    out["hook_record"] = False
+    if params.get("hook_record") and params["install"]:
+        changed, text = P.write_record(params["hook_record"], spec, check)
+        if changed:
+            out["hook_record"] = out["changed"] = True
+            out["diff"].append({"before_header": params["hook_record"], "after_header": params["hook_record"],
+                                "before": "", "after": text})
+    return out, None
+
+
+def summarize(result):
+    result = dict(result)
+    rows = result.get("kernels") or []
+    result["built"] = [r["kernel"] for r in rows if r["build"] == "built"]
+    result["installed"] = [r["kernel"] for r in rows if r["install"] == "installed"]
+    result.setdefault("hook_record", False)
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result, error = build(module.params, check=module.check_mode)
+    except P.PipelineError as e:
+        module.fail_json(msg=str(e))
+    diff = result.pop("diff", [])
+    if module._diff:
+        result["diff"] = diff
+    if error:
+        module.fail_json(msg=error, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

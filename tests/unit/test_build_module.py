@@ -1,0 +1,341 @@
+"""plugins/modules/gdrcopy_build and module_utils/gdrcopy_pipeline: the per-host pipeline, run for real.
+
+The builds are the role's own gdrcopy-build and gdrcopy-install helpers on the fixture source tree (upstream's build
+interface; its library is compiled by the host's compiler). Only two things stand in: gdrdrv's kbuild step (there
+are no kernel headers here: src/gdrdrv/Makefile writes a file that names its inputs), and the signer (a script with
+mok-sign's interface: --check, KERNEL=MODULE, a JSON result). depmod is recorded, not run: the kernels are not real.
+The module is also run once through ansible-playbook, for its argument spec, check mode and diff.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as P
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_build as M
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = REPO / "roles" / "gdrcopy" / "files"
+K1, K2 = "6.1.0-41-amd64", "6.12.48+deb13-amd64"
+
+STUB_KBUILD = "all:\n\tprintf 'gdrdrv for %s from %s (%s)\\n' '$(KVER)' '$(NVIDIA_SRC_DIR)' '$(NVIDIA_IS_OPENSOURCE)' > gdrdrv.ko\n"
+SIGNER = r"""#!/bin/sh
+# mok-sign's interface: --check predicts; a module that ends in "signed" is ours already.
+check=; out='{"changed": false, "results": ['; sep=
+for a in "$@"; do
+  case $a in
+    --check) check=1 ;;
+    *=*) k=${a%%=*}; m=${a#*=}
+         if [ -f "$m" ] && [ "$(tail -c 7 "$m")" = "signed" ]; then act=unchanged
+         else act=signed; [ -n "$check" ] || echo signed >> "$m"; fi
+         out="$out$sep{\"kernel\": \"$k\", \"action\": \"$act\"}"; sep=", " ;;
+  esac
+done
+echo "$out]}"
+"""
+
+
+def make_tarball(tmp_path, kbuild=STUB_KBUILD, name="src"):
+    tree = tmp_path / name / "gdrcopy-2.6"
+    shutil.copytree(REPO / "tests" / "fixtures" / "gdrcopy-src", tree)
+    (tree / "src" / "gdrdrv" / "Makefile").write_text(kbuild)
+    tarball = tmp_path / name / "gdrcopy-2.6.tar.gz"
+    with tarfile.open(tarball, "w:gz") as t:
+        t.add(tree, arcname="gdrcopy-2.6")
+    return tarball, hashlib.sha256(tarball.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A node: the tarball, two kernels with headers, a signer, a prefix; the module's params for it."""
+    tarball, sha = make_tarball(tmp_path)
+    modules = tmp_path / "lib-modules"
+    for k in (K1, K2):
+        (modules / k / "build").mkdir(parents=True)
+        (modules / k / "build" / "Makefile").write_text("")
+    signer = tmp_path / "sign"
+    signer.write_text(SIGNER)
+    signer.chmod(0o755)
+    build = tmp_path / "build" / ("2.6-" + sha[:12])
+    params = {
+        "kernels": [K1, K2], "install": True, "hook_record": None,
+        "lib": {"dir": str(build / "lib"), "stamp": {"component": "lib", "sha256": sha, "tests": False},
+                "targets": ["lib"], "install_dir": str(tmp_path / "opt" / "gdrcopy" / "2.6"),
+                "install_targets": ["lib_install"], "install_helper": str(FILES / "gdrcopy-install")},
+        "driver": {"build_helper": str(FILES / "gdrcopy-build"), "tarball": str(tarball),
+                   "build_log": str(tmp_path / "build" / "builds.log"), "driver_dir": str(build / "driver"),
+                   "stamp_base": {"component": "driver", "sha256": sha, "nvidia_src_dir": "/usr/src/nv",
+                                  "flavor": "open"},
+                   "nvidia_src_dir": "/usr/src/nv", "flavor": "open", "module_subdir": "updates/gdrcopy",
+                   "sign_command": [str(signer), "--key", "/k", "--cert", "/c"], "timeout": 600},
+    }
+    return {"tmp": tmp_path, "modules": modules, "params": params, "depmod": []}
+
+
+def call(host, check=False, **changes):
+    def run(argv, **kw):
+        if argv[0] == "depmod":
+            host["depmod"].append(argv[1])
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        return subprocess.run(argv, **kw)
+    params = dict(host["params"], **changes)
+    return M.build(params, check=check, modules_root=str(host["modules"]), run=run)
+
+
+def installed(host, kernel):
+    return host["modules"] / kernel / "updates" / "gdrcopy" / "gdrdrv.ko"
+
+
+def compiles(host):
+    log = Path(host["params"]["driver"]["build_log"])
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def tree(top):
+    return dict((str(p.relative_to(top)), p.read_bytes() if p.is_file() else None)
+                for p in sorted(Path(top).rglob("*"))) if Path(top).exists() else {}
+
+
+def rows(result):
+    return dict((r["kernel"], (r["build"], r["sign"], r["install"])) for r in result["kernels"])
+
+
+# --- the whole pipeline ----------------------------------------------------------------------------------------
+
+def test_a_fresh_host_gets_everything_built_signed_installed_in_one_call(host):
+    result, error = call(host)
+    assert error is None, error
+    assert result["changed"] and result["built"] == [K1, K2] and result["installed"] == [K1, K2]
+    assert result["lib"] == {"build": "built", "install": "installed"}
+    assert rows(result) == {K1: ("built", "signed", "installed"), K2: ("built", "signed", "installed")}
+    assert installed(host, K1).read_text() == f"gdrdrv for {K1} from /usr/src/nv (y)\nsigned\n"
+    assert host["depmod"] == [K1, K2]
+    assert len(compiles(host)) == 3  # the library and two kernels
+    prefix = Path(host["params"]["lib"]["install_dir"])
+    assert json.loads((prefix / ".gdrcopy-install.json").read_text()) == host["params"]["lib"]["stamp"]
+    stamp = json.loads((Path(host["params"]["driver"]["driver_dir"]) / K2 / ".gdrcopy-stamp.json").read_text())
+    assert stamp == dict(host["params"]["driver"]["stamp_base"], kernel=K2)
+
+
+def test_a_rerun_compiles_signs_and_copies_nothing(host):
+    call(host)
+    before = (tree(host["modules"]), tree(host["params"]["lib"]["install_dir"]))
+    host["depmod"].clear()
+    result, error = call(host)
+    assert error is None and result["changed"] is False, result
+    assert rows(result) == {K1: ("current", "unchanged", "current"), K2: ("current", "unchanged", "current")}
+    assert result["lib"] == {"build": "current", "install": "current"}
+    assert (tree(host["modules"]), tree(host["params"]["lib"]["install_dir"])) == before
+    assert host["depmod"] == [] and len(compiles(host)) == 3
+
+
+def test_a_new_kernel_costs_one_compile(host):
+    call(host, kernels=[K1])
+    result, error = call(host)
+    assert error is None and result["built"] == [K2] and result["installed"] == [K2]
+    assert result["lib"] == {"build": "current", "install": "current"}
+    assert len(compiles(host)) == 3
+
+
+def test_check_mode_predicts_per_kernel_and_writes_nothing(host):
+    result, error = call(host, check=True)
+    assert error is None and result["changed"]
+    assert rows(result) == {K1: ("would build", "would sign", "would install"),
+                            K2: ("would build", "would sign", "would install")}
+    assert result["lib"] == {"build": "would build", "install": "would install"}
+    assert not (host["tmp"] / "build").exists() and not (host["tmp"] / "opt").exists()
+    assert tree(host["modules"]) == tree(host["modules"]) and not installed(host, K1).exists()
+    call(host, kernels=[K1])
+    result, error = call(host, check=True)
+    assert rows(result) == {K1: ("current", "unchanged", "current"), K2: ("would build", "would sign", "would install")}
+
+
+def test_check_mode_asks_the_signer_about_built_modules(host):
+    """A module signed by another key (or not at all) is predicted to be signed, through the signer's --check."""
+    call(host, kernels=[K1])
+    built = Path(host["params"]["driver"]["driver_dir"]) / K1 / "gdrdrv.ko"
+    built.write_text("gdrdrv rebuilt by hand\n")
+    result, error = call(host, check=True, kernels=[K1])
+    assert rows(result)[K1] == ("current", "would sign", "would install")
+    assert built.read_text() == "gdrdrv rebuilt by hand\n"
+
+
+def test_check_mode_before_the_signer_is_installed(host):
+    host["params"]["driver"]["sign_command"][0] = str(host["tmp"] / "not-installed-yet")
+    call(host, kernels=[K1], driver=dict(host["params"]["driver"], sign_command=[]))
+    result, error = call(host, check=True)
+    assert error is None and rows(result)[K1] == ("current", "would sign", "would install")
+
+
+def test_diff_gives_the_module_checksums_and_the_install_stamp(host):
+    result, dummy = call(host, kernels=[K1])
+    digest = hashlib.sha256(installed(host, K1).read_bytes()).hexdigest()
+    headers = [d["before_header"] for d in result["diff"]]
+    assert headers == [host["params"]["lib"]["install_dir"], str(installed(host, K1))]
+    assert result["diff"][1] == {"before_header": str(installed(host, K1)), "after_header": str(installed(host, K1)),
+                                 "before": "", "after": "sha256 %s\n" % digest}
+
+
+def test_without_a_signer_modules_are_installed_unsigned(host):
+    result, error = call(host, driver=dict(host["params"]["driver"], sign_command=[]))
+    assert error is None and rows(result)[K1] == ("built", "off", "installed")
+    assert installed(host, K1).read_text().endswith("(y)\n")
+
+
+def test_build_only_installs_nothing(host):
+    result, error = call(host, install=False, hook_record=str(host["tmp"] / "record.json"))
+    assert error is None and result["built"] == [K1, K2] and result["installed"] == []
+    assert result["lib"] == {"build": "built", "install": "skipped"}
+    assert not installed(host, K1).exists() and not (host["tmp"] / "opt").exists()
+    assert not (host["tmp"] / "record.json").exists()
+
+
+# --- all or nothing --------------------------------------------------------------------------------------------
+
+@pytest.mark.fault(8)
+def test_a_failed_build_installs_nothing(host):
+    call(host, kernels=[K1])
+    before = (tree(host["modules"]), tree(host["params"]["lib"]["install_dir"]))
+    tarball, sha = make_tarball(host["tmp"], kbuild="all:\n\t@echo 'gdrdrv.c:1: error: broken' >&2; exit 2\n",
+                                name="broken")
+    driver = dict(host["params"]["driver"], tarball=str(tarball),
+                  stamp_base=dict(host["params"]["driver"]["stamp_base"], sha256=sha))
+    lib = dict(host["params"]["lib"], stamp=dict(host["params"]["lib"]["stamp"], sha256=sha))
+    result, error = call(host, driver=driver, lib=lib)
+    assert error.startswith(f"the gdrdrv build for {K1} failed: ") and "error: broken" in error, error
+    assert result["lib"]["build"] == "built" and result["lib"]["install"] == "needed"
+    assert (tree(host["modules"]), tree(host["params"]["lib"]["install_dir"])) == before
+
+
+def test_a_signer_that_fails_leaves_every_module_as_it_was(host):
+    signer = host["tmp"] / "bad-sign"
+    signer.write_text('#!/bin/sh\necho \'{"failed": true, "msg": "no sign-file for kernel %s"}\'\nexit 1\n' % K2)
+    signer.chmod(0o755)
+    result, error = call(host, driver=dict(host["params"]["driver"], sign_command=[str(signer)]))
+    assert error == f"signing gdrdrv ({K1}, {K2}) failed: no sign-file for kernel {K2}"
+    assert not installed(host, K1).exists() and not installed(host, K2).exists() and host["depmod"] == []
+
+
+def test_without_headers_nothing_is_built(host):
+    (host["modules"] / K2 / "build" / "Makefile").unlink()
+    result, error = call(host)
+    assert error.startswith(f"no headers for {K2} (") and not (host["tmp"] / "build").exists()
+
+
+def test_a_library_install_changed_by_hand_is_installed_again(host):
+    call(host)
+    lib = next((Path(host["params"]["lib"]["install_dir"]) / "lib").glob("libgdrapi.so.*.*"))
+    lib.write_bytes(b"changed by hand")
+    result, error = call(host)
+    assert error is None and result["lib"] == {"build": "current", "install": "installed"}
+    assert lib.read_bytes() != b"changed by hand" and result["built"] == []
+
+
+def test_a_hanging_build_is_stopped_at_its_time_limit(host):
+    tarball, sha = make_tarball(host["tmp"], kbuild="all:\n\tsleep 60\n", name="hangs")
+    driver = dict(host["params"]["driver"], tarball=str(tarball), timeout=2,
+                  stamp_base=dict(host["params"]["driver"]["stamp_base"], sha256=sha))
+    result, error = call(host, driver=driver, lib=None, kernels=[K1])
+    assert error == f"the gdrdrv build for {K1} ran past its time limit of 2 s and was stopped"
+    assert not (Path(host["params"]["driver"]["driver_dir"]) / K1).exists()
+
+
+# --- the kernel hook's record --------------------------------------------------------------------------------
+
+def test_the_hook_record_is_the_driver_spec_and_is_written_once(host):
+    record = host["tmp"] / "etc" / "kernel-hook.json"
+    result, error = call(host, hook_record=str(record))
+    assert error is None and result["hook_record"] is True
+    assert json.loads(record.read_text()) == host["params"]["driver"]
+    assert result["diff"][-1]["after"] == record.read_text()
+    result, error = call(host, hook_record=str(record))
+    assert result["hook_record"] is False and result["changed"] is False
+    assert P.check_driver_spec(json.loads(record.read_text())) == host["params"]["driver"]
+
+
+# --- the checks of the inputs ----------------------------------------------------------------------------------
+
+@pytest.mark.fault(16)
+@pytest.mark.parametrize("key,value", [
+    ("tarball", "relative.tar.gz"), ("driver_dir", "/var/lib/../../etc"), ("build_log", "/var/log/x\n"),
+    ("nvidia_src_dir", "src"), ("flavor", "closed"), ("module_subdir", "../kernel"), ("module_subdir", "a b"),
+    ("stamp_base", {"sha256": "ABC"}), ("sign_command", ["sign"]), ("sign_command", ["/bin/sign", "a\nb"]),
+    ("timeout", 0), ("timeout", True), ("build_helper", None)])
+def test_a_bad_driver_value_is_named_before_anything_runs(host, key, value):
+    with pytest.raises(P.PipelineError, match=r"driver has a bad value for .*%s" % re.escape(key.split("_")[0])):
+        call(host, driver=dict(host["params"]["driver"], **{key: value}))
+    assert not (host["tmp"] / "build").exists()
+
+
+@pytest.mark.fault(16)
+@pytest.mark.parametrize("kernel", ["../../etc", "6.1.0 -x", "", "6.1.0-41\n"])
+def test_a_kernel_that_is_no_release_is_refused(host, kernel):
+    with pytest.raises(P.PipelineError, match="is not a kernel release"):
+        call(host, kernels=[K1, kernel])
+
+
+@pytest.mark.parametrize("key,value", [("targets", ["lib; rm -rf /"]), ("install_targets", []),
+                                       ("install_dir", "/opt/gdrcopy/current"), ("dir", "lib")])
+def test_a_bad_library_value_is_named(host, key, value):
+    with pytest.raises(P.PipelineError, match="lib has a bad value for %s" % key):
+        call(host, lib=dict(host["params"]["lib"], **{key: value}))
+
+
+def test_a_record_without_keys_names_them():
+    with pytest.raises(P.PipelineError, match="the record lacks build_helper, tarball"):
+        P.check_driver_spec({}, "the record")
+    with pytest.raises(P.PipelineError, match="is not a JSON object"):
+        P.check_driver_spec([], "the record")
+
+
+@pytest.mark.parametrize("stdout,actions", [
+    ('{"results": [{"kernel": "a", "action": "unchanged"}, {"kernel": "b", "action": "resigned"}]}',
+     {"a": "unchanged", "b": "resigned"}),
+    ("signed them\n", {"a": "signed", "b": "signed"}),
+    ('{"results": [{"kernel": "c", "action": "unchanged"}, "x"]}', {"a": "signed", "b": "signed"}),
+    ("[1]", {"a": "signed", "b": "signed"})])
+def test_what_a_signer_says_is_read_per_kernel(stdout, actions):
+    assert P.sign_actions(stdout, ["a", "b"]) == actions
+
+
+# --- the module through Ansible ------------------------------------------------------------------------------
+
+def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path, host):
+    """The library alone (no kernel: /lib/modules is the real one here): argument spec, check, diff, changed."""
+    params = {"kernels": [], "lib": host["params"]["lib"], "driver": host["params"]["driver"]}
+    playbook = tmp_path / "build.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out"},
+        {"ansible.builtin.debug": {"var": "out"}}]}]))
+    env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+
+    def play(*args):
+        r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook), *args],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(re.search(r'"out": (\{.*?\n    \})', r.stdout, re.S).group(1)), r.stdout
+
+    out, text = play("--check", "--diff")
+    assert out["changed"] and out["lib"] == {"build": "would build", "install": "would install"}
+    assert '"component": "lib"' in text and not Path(params["lib"]["dir"]).exists()
+    out, dummy = play()
+    assert out["changed"] and out["lib"] == {"build": "built", "install": "installed"} and "diff" not in out
+    out, dummy = play()
+    assert out["changed"] is False and out["lib"] == {"build": "current", "install": "current"}
+
+
+def test_ansible_doc_renders_the_module():
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gpufleet.gdrcopy.gdrcopy_build"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "RETURN VALUES" in r.stdout and "ERROR" not in r.stderr, r.stderr
