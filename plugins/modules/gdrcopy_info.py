@@ -19,9 +19,8 @@ description:
   - A missing tool or an unloaded driver is reported as data, never as a failure.
   - Commands that describe the running system (C(nvidia-smi), C(mokutil), C(ldconfig), C(modinfo) by module name)
     run only when I(root=/); an image root is read from its files (and C(modinfo -b root)).
-  - With I(run_tests), also runs gdrcopy's own test programs (C(gdrcopy_sanity), C(gdrcopy_copybw),
-    C(gdrcopy_copylat); C(sanity)... for 2.3) from C(<prefix>/current/bin) on one GPU and parses their results.
-    They briefly allocate and pin GPU memory and change nothing on the host.
+  - Runs nothing that acts on the host (no smoke check, no GPU test); M(gpufleet.gdrcopy.gdrcopy_verify) does
+    those, on top of the same facts.
   - Always returns C(changed=false); gives full data in check mode.
 version_added: "0.1.0"
 author: gdrcopy-ansible contributors (@gpufleet)
@@ -85,29 +84,6 @@ options:
         (C(action) load, unload or none; C(boot); C(fail); C(reason); C(dmabuf)).
     type: str
     choices: [auto, present, required, absent]
-  run_tests:
-    description:
-      - gdrcopy test programs to run on GPU I(gpu_id) when the host has an NVIDIA GPU and the programs are
-        installed; otherwise C(tests.reason) says why nothing ran.
-    type: list
-    elements: str
-    choices: [copybw, copylat, sanity]
-    default: []
-  gpu_id:
-    description: CUDA device index the test programs use (C(-d); C(gdrcopy_sanity) takes it from 2.5 on).
-    type: int
-    default: 0
-  tests_timeout:
-    description: Seconds each test program may run (through C(timeout) when it is installed).
-    type: int
-    default: 900
-  smoke:
-    description:
-      - Run the GPU-less smoke check the gdrcopy role installs (C(/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke))
-        with this MAJOR.MINOR, that is C(gdr_open) through the installed library, and the runtime and driver versions
-        compared with it. Returned as C(smoke). Only on a running host; empty skips it.
-    type: str
-    default: ""
   groups:
     description: Group names to look up in the root's C(/etc/group); returned as C(groups).
     type: list
@@ -126,13 +102,12 @@ options:
       - The digests of a run's inputs (role variables, release, the project's code), computed on the controller by
         C(playbooks/preflight.yml). When given, the host's state is fingerprinted and compared with the record a
         verified run left in C(/var/lib/gdrcopy-ansible/converged.json); C(converged) says whether a full run would
-        change anything, and why. Never writes the record (C(playbooks/verify.yml) does).
+        change anything, and why. Never writes the record (M(gpufleet.gdrcopy.gdrcopy_verify) does).
     type: dict
 attributes:
   check_mode:
     support: full
-    description: It only reads; check mode runs it as it is (the smoke check and the GPU tests run too, they change
-      nothing).
+    description: It only reads; check mode runs it as it is.
   diff_mode:
     support: none
     description: Nothing changes, so there is no diff.
@@ -159,12 +134,6 @@ EXAMPLES = r"""
 - name: Show which kernels have no headers
   ansible.builtin.debug:
     msg: "{{ gdrcopy_state.kernel.installed | rejectattr('headers') | map(attribute='release') }}"
-
-- name: Run gdrcopy_sanity and gdrcopy_copybw on GPU 1
-  gdrcopy_info:
-    run_tests: [sanity, copybw]
-    gpu_id: 1
-  register: gdrcopy_tested
 """
 
 RETURN = r"""
@@ -375,15 +344,6 @@ library:
     version:
       description: MAJOR.MINOR of the library ldconfig resolves for libgdrapi.so.2, from its file name.
       type: str
-tests:
-  description:
-    - C(ran), C(reason) (why nothing ran), C(gpu_id), and per test program run (C(sanity), C(copybw), C(copylat))
-      its C(argv), C(rc), C(ok) and figures. sanity - C(format) (gdrcopy or libcheck), C(total), C(passed),
-      C(failed), C(waived), C(failed_tests), C(waived_tests), C(msg). copybw - C(results) (C(size), C(write_MBps),
-      C(read_MBps)), C(error). copylat - C(statistic) (median or average), C(results) per API (C(size), C(us),
-      C(min_us)), C(error).
-  returned: always
-  type: dict
 builds:
   description: Build stamps under I(build_root) (path of the build dir -> the inputs it was built from).
   returned: always
@@ -409,17 +369,6 @@ kernel_hook:
       C(ok), C(msg), C(time) (epoch seconds); empty when the hook never ran or its record is unreadable.
   returned: always
   type: dict
-smoke:
-  description: The smoke check's result (I(smoke) given, on a running host).
-  returned: when I(smoke) is set
-  type: dict
-  contains:
-    ran: {description: Whether the helper ran (it is installed by the gdrcopy role)., type: bool}
-    method: {description: 'C(library) when it ran, else C(none).', type: str}
-    passed: {description: C(gdr_open) succeeded and both versions equal I(smoke)., type: bool}
-    runtime_version: {description: What C(gdr_runtime_get_version) reports., type: str}
-    driver_version: {description: What C(gdr_driver_get_version) reports., type: str}
-    msg: {description: One sentence., type: str}
 converged:
   description: Whether the host is as a verified run of site.yml left it, with these inputs.
   returned: when I(converged_inputs) is set
@@ -439,7 +388,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import (  # noqa: F401 (Host, SMOKE_PROGRAM: tests)
-    SMOKE_PROGRAM, TEST_PROGRAMS, Host, gather)
+    SMOKE_PROGRAM, Host, gather)
 
 
 ARGUMENT_SPEC = dict(
@@ -453,10 +402,6 @@ ARGUMENT_SPEC = dict(
     mok_cert=dict(type="path"),
     mok_candidates=dict(type="list", elements="path", default=[]),
     peermem_state=dict(type="str", choices=list(P.PEERMEM_STATES)),
-    run_tests=dict(type="list", elements="str", default=[], choices=sorted(TEST_PROGRAMS)),
-    gpu_id=dict(type="int", default=0),
-    tests_timeout=dict(type="int", default=900),
-    smoke=dict(type="str", default=""),
     converged_inputs=dict(type="dict"),
     watch=dict(type="list", elements="str", default=[]),
     groups=dict(type="list", elements="str", default=[]),
@@ -465,7 +410,9 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.exit_json(changed=False, **gather(module, module.params))
+    facts = gather(module, module.params)
+    del facts["tests"]  # no test is run here: gdrcopy_verify runs them
+    module.exit_json(changed=False, **facts)
 
 
 if __name__ == "__main__":

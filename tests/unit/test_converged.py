@@ -260,8 +260,10 @@ def test_every_file_the_roles_write_on_a_host_is_watched():
 
 
 def test_the_record_path_is_what_verify_writes():
-    verify = (REPO / "playbooks" / "verify.yml").read_text()
-    assert "__verify_info.converged.record" in verify and C.RECORD_PATH == "/var/lib/gdrcopy-ansible/converged.json"
+    """One place names the record: gdrcopy_verify writes C.RECORD_PATH, the comparison reads it."""
+    verify = (REPO / "plugins" / "modules" / "gdrcopy_verify.py").read_text()
+    assert "h.path(C.RECORD_PATH)" in verify and C.RECORD_PATH == "/var/lib/gdrcopy-ansible/converged.json"
+    assert "converged.json" not in (REPO / "playbooks" / "verify.yml").read_text()
     assert Path(REPO / "plugins" / "module_utils" / "gdrcopy_converged.py").read_text().count("RECORD_PATH =") == 1
 
 

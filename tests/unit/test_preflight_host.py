@@ -64,7 +64,7 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
              if t["task"]["name"] == "Digest this run's inputs"]
     assert len(found) == 1, tasks[-3:]
     # An untagged run of a host in host mode reads it for the converged check (ansible_run_tags is a tuple).
-    read = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].startswith("Read the host and compare")]
+    read = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].startswith("Read the host, smoke-check it and compare")]
     assert len(read) == 1, read
     if extra_vars.get("gdrcopy_fast_rerun", True):
         assert not read[0].get("skipped") and read[0]["converged"]["differences"] == [
@@ -134,6 +134,6 @@ def test_an_unpinned_git_source_is_never_converged(tmp_path):
                             gdrcopy_source_git_url=(tmp_path / "repo").as_uri(), gdrcopy_source_git_ref="main",
                             gdrcopy_allow_unpinned=True)
     by_name = dict((t["task"]["name"], t["hosts"]["localhost"]) for t in tasks)
-    assert by_name["Read the host and compare it with the record of its last verified run"].get("skipped"), by_name
+    assert by_name["Read the host, smoke-check it and compare it with the record of its last verified run"].get("skipped"), by_name
     said = by_name["Say why every step runs (an unpinned source)"]
     assert "is not pinned (gdrcopy_allow_unpinned), so it may have moved since the last run" in said["msg"], said

@@ -1,0 +1,239 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gdrcopy_verify
+short_description: Check gdrcopy with its own tests, and compare or write the record of a verified host
+description:
+  - Reads the host as M(gpufleet.gdrcopy.gdrcopy_info) does (its result holds every fact that module returns), then
+    runs what has effects on a running host, which gdrcopy_info never does.
+  - The smoke check - the gdrcopy role's C(gdrcopy-smoke) helper opens C(/dev/gdrdrv) through the installed library
+    (C(gdr_open)); the runtime and driver versions must equal O(expect).
+  - gdrcopy's own test programs on a GPU - C(gdrcopy_sanity), C(gdrcopy_copybw), C(gdrcopy_copylat), each parsed
+    (counts, bandwidth and latency figures); skipped with the reason on a host without a GPU or the programs.
+  - The record of a verified host (C(/var/lib/gdrcopy-ansible/converged.json), 0600) - the digest of the run's
+    inputs, the fingerprint of the state and the test results. With O(inputs) the host is compared with it
+    (RV(converged)); with O(write_record) a host with no problem and no blocker gets it written.
+  - It fails only on bad options; RV(problems) lists what is wrong with the host, for the playbook to stop on.
+version_added: "0.2.0"
+author: gdrcopy-ansible contributors (@gpufleet)
+options:
+  build_root:
+    description: The gdrcopy role's build root (build stamps).
+    type: path
+    default: /var/lib/gdrcopy-ansible/build
+  prefix:
+    description: The gdrcopy role's install prefix (the library, the test programs under C(<prefix>/current/bin)).
+    type: path
+    default: /opt/gdrcopy
+  cuda_home:
+    description: The CUDA toolkit.
+    type: path
+    default: /usr/local/cuda
+  release:
+    description: The pinned release, as gdrcopy_info reports it.
+    type: str
+    default: ""
+  mok_cert:
+    description: The certificate modules are signed with (the state and the verdict read it).
+    type: path
+  expect:
+    description: Run the smoke check, expecting this MAJOR.MINOR. Empty - no smoke check (unless O(smoke_result)).
+    type: str
+    default: ""
+  smoke_result:
+    description: A smoke result this run already has (the gdrcopy role's C(gdrcopy_smoke)); used as it is.
+    type: dict
+  tests:
+    description: gdrcopy's test programs to run on the GPU.
+    type: list
+    elements: str
+    choices: [sanity, copybw, copylat]
+    default: []
+  tests_result:
+    description: Test results to report instead of running the tests (those a converged host's record keeps).
+    type: dict
+  gpu_id:
+    description: The CUDA device index the tests run on.
+    type: int
+    default: 0
+  tests_timeout:
+    description: Seconds each test program may run.
+    type: int
+    default: 900
+  inputs:
+    description: The digests of this run's inputs; the host is compared with its record (RV(converged)).
+    type: dict
+  watch:
+    description: Further files (globs) that are part of the state.
+    type: list
+    elements: str
+    default: []
+  write_record:
+    description: Write the record of the verified state when RV(problems) and the blockers are empty (needs O(inputs)).
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Runs the smoke check and the tests (they change nothing on disk); never writes the record.
+  diff_mode:
+    support: full
+    description: The record, before and after.
+"""
+
+EXAMPLES = r"""
+- name: Check gdrcopy and record the verified state
+  gpufleet.gdrcopy.gdrcopy_verify:
+    release: "2.6"
+    expect: "2.6"
+    tests: [sanity, copybw, copylat]
+    inputs: "{{ gdrcopy_run_inputs }}"
+    write_record: true
+  register: verified
+
+- name: Stop on what is wrong
+  ansible.builtin.assert:
+    that: verified.problems | length == 0
+    fail_msg: "{{ verified.problems | join('; ') }}"
+"""
+
+RETURN = r"""
+smoke:
+  description: The smoke check (C(ran), C(method), C(passed), C(runtime_version), C(driver_version), C(expected), C(msg)).
+  returned: always
+  type: dict
+tests:
+  description: The GPU tests (C(ran), C(reason), C(gpu_id), and per program its parsed result, C(argv), C(rc)).
+  returned: always
+  type: dict
+converged:
+  description: The comparison with the record (C(ok), C(differences), C(state), C(record), C(verified_tests)).
+  returned: when O(inputs) is given
+  type: dict
+problems:
+  description: What is wrong - a failed smoke check, a failed gdrcopy_sanity, a loaded gdrdrv without its device node.
+  returned: always
+  type: list
+  elements: str
+record_written:
+  description: Whether the record was written (it changed).
+  returned: always
+  type: bool
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+
+ARGUMENT_SPEC = dict(
+    build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
+    prefix=dict(type="path", default="/opt/gdrcopy"),
+    cuda_home=dict(type="path", default="/usr/local/cuda"),
+    release=dict(type="str", default=""),
+    mok_cert=dict(type="path"),
+    expect=dict(type="str", default=""),
+    smoke_result=dict(type="dict"),
+    tests=dict(type="list", elements="str", default=[], choices=sorted(F.TEST_PROGRAMS)),
+    tests_result=dict(type="dict"),
+    gpu_id=dict(type="int", default=0),
+    tests_timeout=dict(type="int", default=900),
+    inputs=dict(type="dict"),
+    watch=dict(type="list", elements="str", default=[]),
+    write_record=dict(type="bool", default=False),
+)
+NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
+
+
+def problems(smoke, tests, gdrdrv):
+    """What is wrong with a verified host, each as the sentence the playbook stops with."""
+    out = []
+    if smoke.get("ran") and not smoke.get("passed"):
+        out.append("the gdrcopy smoke check failed: %s" % smoke.get("msg", ""))
+    sanity = tests.get("sanity") or {}
+    if tests.get("ran") and "sanity" in tests and not sanity.get("ok"):
+        out.append("gdrcopy_sanity failed on GPU %s (%s, exit code %s): %s" % (
+            tests.get("gpu_id"), " ".join(sanity.get("argv") or []), sanity.get("rc"), sanity.get("msg", "")))
+    device = gdrdrv.get("device") or {}
+    if gdrdrv.get("loaded") and not device.get("ok"):
+        out.append("gdrdrv is loaded (major %s in /proc/devices) but /dev/gdrdrv is %s: gdrdrv makes no device node "
+                   "itself. Run the gdrcopy role again (--tags gdrcopy) to make it." % (
+                       gdrdrv.get("major"), "a character device with major %s" % device.get("major")
+                       if device.get("is_char") else ("not a character device" if device.get("exists") else "missing")))
+    return out
+
+
+def record_text(facts, inputs, tests):
+    state = facts["converged"]["state"]
+    return json.dumps({"version": state["version"], "inputs": inputs, "state": state, "verify": tests},
+                      indent=4, sort_keys=True) + "\n"
+
+
+def write_record(path, text):
+    """Write text to path (0600, a temporary file and a rename); True when it changed."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except (IOError, OSError):
+        pass
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    os.rename(tmp, path)
+    return True
+
+
+def verify(module, params, host=None):
+    h = host or F.Host(module, "/")
+    smoke_given, tests_given = params.get("smoke_result") is not None, params.get("tests_result") is not None
+    facts = F.gather(module, {
+        "root": "/", "image": False, "build_root": params["build_root"], "prefix": params["prefix"],
+        "cuda_home": params["cuda_home"], "release": params["release"], "mok_cert": params["mok_cert"],
+        "converged_inputs": params["inputs"], "watch": params["watch"],
+        "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
+        "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)
+    smoke = params["smoke_result"] if smoke_given else facts.get("smoke", dict(NOT_CHECKED, expected=""))
+    tests = params["tests_result"] if tests_given else facts["tests"]
+    result = dict(facts, smoke=smoke, tests=tests, problems=problems(smoke, tests, facts["gdrdrv"]),
+                  record_written=False, changed=False)
+    if params["write_record"] and params.get("inputs") is not None and not result["problems"] \
+            and not facts["blockers"]:
+        path, text = h.path(C.RECORD_PATH), record_text(facts, params["inputs"], tests)
+        if module.check_mode:
+            try:
+                with open(path) as f:
+                    changed = f.read() != text
+            except (IOError, OSError):
+                changed = True
+        else:
+            changed = write_record(path, text)
+        result["record_written"] = result["changed"] = changed
+        if changed and module._diff:
+            result["diff"] = {"before_header": C.RECORD_PATH, "after_header": C.RECORD_PATH, "after": text}
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**verify(module, module.params))
+
+
+if __name__ == "__main__":
+    main()

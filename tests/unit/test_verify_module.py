@@ -1,0 +1,86 @@
+"""plugins/modules/gdrcopy_verify: the checks of a verified host and the record that the next run compares with.
+
+Run on a captured working host (test_gdrcopy_info's working_root, commands answered by the test); verify.yml runs
+the module for real on this machine in test_verify_playbook.py."""
+
+import json
+import os
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_verify as V
+from test_gdrcopy_info import working_module, working_root  # noqa: F401 (fixture)
+
+INPUTS = {"code": "c0de", "mode": "host", "gdrcopy": "g1", "mok_signing": "m1", "nvidia_peermem": "n1"}
+SMOKE = {"ran": True, "method": "library", "passed": True, "runtime_version": "2.6", "driver_version": "2.6",
+         "expected": "2.6", "msg": "gdr_open succeeded; runtime 2.6, driver 2.6"}
+GOOD_DEVICE = {"loaded": True, "major": 236, "device": {"ok": True, "exists": True, "is_char": True, "major": 236}}
+
+
+def params(**kw):
+    p = dict((k, v.get("default")) for k, v in V.ARGUMENT_SPEC.items())
+    p.update(prefix="/opt/gdrcopy", release="2.6", mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der")
+    p.update(kw)
+    return p
+
+
+class Module:
+    def __init__(self, inner, check_mode=False, diff=False):
+        self.inner, self.check_mode, self._diff = inner, check_mode, diff
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def run(root, check_mode=False, **kw):
+    m = Module(working_module(root), check_mode=check_mode, diff=True)
+    return V.verify(m, params(**kw), gdrcopy_info.Host(m, root, live=True))
+
+
+def test_a_verified_host_gets_its_record_and_the_next_run_finds_it_converged(working_root):  # noqa: F811
+    first = run(working_root, smoke_result=SMOKE, inputs=INPUTS, write_record=True)
+    assert first["problems"] == [] and first["blockers"] == [], first["blockers"]
+    assert first["record_written"] and first["changed"] and first["converged"]["ok"] is False
+    path = os.path.join(working_root, C.RECORD_PATH.lstrip("/"))
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    record = json.loads(open(path).read())
+    assert record["inputs"] == INPUTS and record["verify"] == first["tests"]
+    again = run(working_root, smoke_result=SMOKE, inputs=INPUTS, write_record=True)
+    assert again["converged"]["ok"] is True and again["record_written"] is False and again["changed"] is False
+    assert again["converged"]["verified_tests"] == first["tests"]
+    other = run(working_root, smoke_result=SMOKE, inputs=dict(INPUTS, gdrcopy="g2"))
+    assert other["converged"]["ok"] is False
+
+
+def test_check_mode_predicts_the_record_and_writes_nothing(working_root):  # noqa: F811
+    r = run(working_root, check_mode=True, smoke_result=SMOKE, inputs=INPUTS, write_record=True)
+    assert r["record_written"] is True and r["diff"]["after"].startswith("{")
+    assert not os.path.exists(os.path.join(working_root, C.RECORD_PATH.lstrip("/")))
+
+
+def test_a_failed_smoke_check_is_a_problem_and_writes_no_record(working_root):  # noqa: F811
+    smoke = dict(SMOKE, passed=False, msg="gdr_open failed: /dev/gdrdrv is missing")
+    r = run(working_root, smoke_result=smoke, inputs=INPUTS, write_record=True)
+    assert r["problems"] == ["the gdrcopy smoke check failed: gdr_open failed: /dev/gdrdrv is missing"]
+    assert r["record_written"] is False
+    assert not os.path.exists(os.path.join(working_root, C.RECORD_PATH.lstrip("/")))
+
+
+def test_recorded_tests_are_reported_instead_of_running_them(working_root):  # noqa: F811
+    recorded = {"ran": False, "reason": "converged: the run that left this host as it is ran them"}
+    r = run(working_root, smoke_result=SMOKE, tests=["sanity"], tests_result=recorded)
+    assert r["tests"] == recorded
+
+
+def test_the_problems_are_named_one_sentence_each():
+    sanity = {"ok": False, "argv": ["/opt/gdrcopy/current/bin/gdrcopy_sanity", "-d", "0"], "rc": 1,
+              "msg": "Total: 36, Passed: 35, Failed: 1, Waived: 0"}
+    tests = {"ran": True, "gpu_id": 0, "sanity": sanity}
+    assert V.problems(SMOKE, tests, GOOD_DEVICE) == [
+        "gdrcopy_sanity failed on GPU 0 (/opt/gdrcopy/current/bin/gdrcopy_sanity -d 0, exit code 1): "
+        "Total: 36, Passed: 35, Failed: 1, Waived: 0"]
+    missing = dict(GOOD_DEVICE, device={"ok": False, "exists": False, "is_char": False, "major": -1})
+    assert V.problems(SMOKE, {"ran": False}, missing) == [
+        "gdrdrv is loaded (major 236 in /proc/devices) but /dev/gdrdrv is missing: gdrdrv makes no device node "
+        "itself. Run the gdrcopy role again (--tags gdrcopy) to make it."]
+    assert V.problems(dict(SMOKE, ran=False, passed=False), {"ran": False}, {"loaded": False}) == []
