@@ -19,15 +19,16 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import file_sha256  # noqa: F401 (re-exported)
 
 RECORD_VERSION = 1
-RECORD_PATH = "/var/lib/gdrcopy-ansible/converged.json"
+RECORD_PATH = PATHS["converged_record"]
 
 # The files the roles write on a host, as globs (the prefix's stable link and the gdrdrv modules come from the
 # facts). tests/unit/test_converged.py checks that every destination in the roles' tasks is covered.
 MANAGED_PATHS = (
-    "/usr/local/libexec/gdrcopy-ansible/*",
+    PATHS["libexec"] + "/*",
     "/etc/modprobe.d/gdrdrv.conf",
     "/etc/modprobe.d/gdrcopy-ansible-*.conf",
     "/etc/systemd/system/gdrcopy.service",
@@ -35,11 +36,11 @@ MANAGED_PATHS = (
     "/etc/ld.so.conf.d/gdrcopy.conf",
     "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
     "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible",
-    "/etc/gdrcopy-ansible/*",
+    PATHS["config_dir"] + "/*",
     "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf",
-    "/var/lib/gdrcopy-ansible/mok/*",
-    "/var/lib/gdrcopy-ansible/mok/.*",
-    "/var/lib/gdrcopy-ansible/mok-signer.der",
+    PATHS["state_dir"] + "/mok/*",
+    PATHS["state_dir"] + "/mok/.*",
+    PATHS["mok_signer"],
 )
 
 

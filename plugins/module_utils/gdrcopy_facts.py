@@ -18,6 +18,7 @@ import stat
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
          "make", "gcc")
@@ -672,7 +673,7 @@ def run_tests(h, facts, names, gpu_id, timeout):
     return out
 
 
-SMOKE_PROGRAM = "/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke"
+SMOKE_PROGRAM = PATHS["smoke_program"]
 
 
 def smoke_check(h, expect):
@@ -727,7 +728,7 @@ def managed_files(h, facts, prefix, watch=()):
     return dict((p, file_digest(h, p)) for p in sorted(paths) if os.path.lexists(h.path(p)))
 
 
-KERNEL_HOOK_STATUS = "/var/lib/gdrcopy-ansible/kernel-hook-status.json"  # files/gdrcopy-kernel-hook writes it
+KERNEL_HOOK_STATUS = PATHS["hook_status"]  # files/gdrcopy-kernel-hook writes it
 
 
 def read_json_object(h, path):

@@ -27,13 +27,28 @@ import os
 import re
 import subprocess
 
-# Fixed places on a host (one source: the gdrcopy role reads them through the module's defaults and results).
+# The fixed places of the project on a host: the one source. The modules import them, the roles and playbooks read
+# them through the lookup gpufleet.gdrcopy.paths, the kernel hook through this file; tests/unit/test_paths.py fails
+# when a role, playbook or plugin spells one of them out.
 LIBEXEC = "/usr/local/libexec/gdrcopy-ansible"
 STATE_DIR = "/var/lib/gdrcopy-ansible"
-HOOK_RECORD = "/etc/gdrcopy-ansible/kernel-hook.json"
+CONFIG_DIR = "/etc/gdrcopy-ansible"
+HOOK_RECORD = CONFIG_DIR + "/kernel-hook.json"
 HOOK_STATUS = STATE_DIR + "/kernel-hook-status.json"
 MODULES_ROOT = "/lib/modules"
 MODULE_SUBDIR = "updates/gdrcopy"
+PATHS = {
+    "libexec": LIBEXEC,                                   # the helpers the roles install
+    "state_dir": STATE_DIR,
+    "config_dir": CONFIG_DIR,
+    "converged_record": STATE_DIR + "/converged.json",    # the record of a verified host (gdrcopy_verify)
+    "mok_signer": STATE_DIR + "/mok-signer.der",          # the link to the certificate that signs (mok_signing)
+    "hook_record": HOOK_RECORD,                           # the kernel hook's record (gdrcopy_build writes it)
+    "hook_status": HOOK_STATUS,                           # the outcome of the kernel hook's last call
+    "smoke_program": LIBEXEC + "/gdrcopy-smoke",
+    "mknod_program": LIBEXEC + "/gdrdrv-mknod",
+    "module_subdir": MODULE_SUBDIR,                       # where gdrdrv goes under /lib/modules/<kernel>/
+}
 MODULE_FILE = "gdrdrv.ko"
 DRIVER_ARTIFACT = "src/gdrdrv/gdrdrv.ko"
 STAMP_FILE = ".gdrcopy-stamp.json"

@@ -102,11 +102,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_load as L
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
 ARGUMENT_SPEC = dict(
     chain=dict(type="list", elements="str", default=["nvidia"]),
     params=dict(type="dict", default={}),
-    mknod=dict(type="path", default="/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod"),
+    mknod=dict(type="path", default=PATHS["mknod_program"]),
     mok_cert=dict(type="path"),
     enrollment_pending=dict(type="bool", default=False),
     reboot_ok=dict(type="bool", default=False),
