@@ -16,7 +16,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
 
 import yaml  # ansible-core requires PyYAML
@@ -26,23 +26,6 @@ ARGUMENT_SPEC = dict(
 )
 # The collection's root, where roles/<role>/meta/argument_specs.yml is, in a checkout and in an installed collection.
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _plain(value):
-    """A templated value as plain Python data (ansible-core 2.19 hands out tagged str/dict/list subclasses)."""
-    if isinstance(value, dict):
-        return dict((_plain(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def load_yaml(path):
@@ -69,7 +52,7 @@ class ActionModule(ActionBase):
             if name not in task_vars:
                 continue
             try:
-                values[name] = _plain(self._templar.template(task_vars[name]))
+                values[name] = I.plain(self._templar.template(task_vars[name]))
             except AnsibleError as err:  # an undefined variable inside the value, a template error
                 errors.append("%s could not be read: %s" % (name, to_text(err).splitlines()[0]))
         if errors:
@@ -81,7 +64,7 @@ class ActionModule(ActionBase):
         cert = normalised.get("mok_signing_controller_cert")
         if cert and normalised.get("mok_signing_enabled"):
             try:  # its sha256 joins the digest: another certificate is another state. The key's never does.
-                files["mok_signing_controller_cert"] = C.file_sha256(cert)
+                files["mok_signing_controller_cert"] = PIPE.file_sha256(cert)
             except (IOError, OSError) as err:
                 return self._refuse(result, role, ["mok_signing_controller_cert %s cannot be read on the controller: %s"
                                                    % (cert, err.strerror or err)])

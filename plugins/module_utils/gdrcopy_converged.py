@@ -20,7 +20,6 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import file_sha256  # noqa: F401 (re-exported)
 
 RECORD_VERSION = 1
 RECORD_PATH = PATHS["converged_record"]

@@ -18,6 +18,7 @@ import stat
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
@@ -539,7 +540,7 @@ def install_stamps(h, prefix):
     stamps = read_stamps(h, prefix.rstrip("/") + "/*/.gdrcopy-install.json")
     for d in [d for d, stamp in stamps.items() if stamp]:
         try:
-            manifest = P.parse_sha256sums(h.read(d + "/.gdrcopy-manifest") or "")
+            manifest = PIPE.parse_sha256sums(h.read(d + "/.gdrcopy-manifest") or "")
         except ValueError:
             manifest = None
         if not manifest:
@@ -557,7 +558,7 @@ def file_sha256(h, path):
     if os.path.islink(full) or not os.path.isfile(full):
         return ""
     try:
-        return C.file_sha256(full)
+        return PIPE.file_sha256(full)
     except (IOError, OSError):
         return ""
 
@@ -711,7 +712,7 @@ def file_digest(h, path):
             kind = "pubkey-sha256" if rc == 0 else "private-key-size"
             digest = hashlib.sha256((out if rc == 0 else str(st.st_size)).encode("utf-8")).hexdigest()
         else:
-            kind, digest = "sha256", C.file_sha256(full)
+            kind, digest = "sha256", PIPE.file_sha256(full)
     except (IOError, OSError):
         return ""
     return "%s:%s mode:%04o uid:%d gid:%d" % (kind, digest, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)

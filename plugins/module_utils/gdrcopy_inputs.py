@@ -554,3 +554,20 @@ def digest(normalised, options, leave_out=(), files=None):
     kept = dict((k, v) for k, v in normalised.items() if not options[k].get("no_log") and k not in leave_out)
     kept["files"] = dict(files or {})
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def plain(value):
+    """A templated value as plain Python data (ansible-core 2.19 hands out tagged str/dict/list subclasses)."""
+    if isinstance(value, dict):
+        return dict((plain(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value

@@ -13,8 +13,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import parse_sha256sums  # noqa: F401 (re-exported)
-
 NVIDIA_VERSION_RE = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
 
 

@@ -430,7 +430,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
         if ask and check and not os.path.exists(spec["sign_command"][0]):
             actions.update((k, "would sign") for k, dummy in ask)  # check mode before the signer is installed
         elif ask:
-            out = run_step(run, sign_argv(spec, ask, check), "signing gdrdrv (%s)" % ", ".join(k for k, _ in ask),
+            out = run_step(run, sign_argv(spec, ask, check), "signing gdrdrv (%s)" % ", ".join(k for k, dummy in ask),
                            limit)
             got = sign_actions(out, [k for k, dummy in ask])
             actions.update((k, ("would " + a.replace("signed", "sign") if check and a != "unchanged" else a))

@@ -387,8 +387,7 @@ converged:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import (  # noqa: F401 (Host, SMOKE_PROGRAM: tests)
-    SMOKE_PROGRAM, Host, gather)
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import gather
 
 
 ARGUMENT_SPEC = dict(

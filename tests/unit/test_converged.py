@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
-from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts
 from conftest import REPO
 from test_gdrcopy_info import KERNEL, params, working_module, working_root, write  # noqa: F401 (fixture)
 
@@ -24,8 +24,8 @@ OTHER = "6.1.0-47-amd64"
 
 def gather(root, m=None, inputs=INPUTS, **extra):
     m = m or working_module(root)
-    return gdrcopy_info.gather(m, params(root, converged_inputs=inputs, prefix="/opt/gdrcopy", **extra),
-                               gdrcopy_info.Host(m, root, live=True))
+    return gdrcopy_facts.gather(m, params(root, converged_inputs=inputs, prefix="/opt/gdrcopy", **extra),
+                               gdrcopy_facts.Host(m, root, live=True))
 
 
 def record(root, inputs=INPUTS):
@@ -183,17 +183,17 @@ def test_differences_are_few_and_the_first_says_what_changed():
 
 def test_the_smoke_check_runs_the_installed_helper(working_root):  # noqa: F811
     m = working_module(working_root)
-    m.outputs[(gdrcopy_info.SMOKE_PROGRAM, "--expect", "2.6")] = (0, json.dumps(
+    m.outputs[(gdrcopy_facts.SMOKE_PROGRAM, "--expect", "2.6")] = (0, json.dumps(
         {"passed": True, "runtime_version": "2.6", "driver_version": "2.6", "expected": "2.6",
          "msg": "gdr_open ok; runtime 2.6, driver 2.6"}), "")
     r = gather(working_root, m, smoke="2.6")
     assert r["smoke"] == {"ran": False, "method": "none", "passed": False, "expected": "2.6",
                           "msg": "/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke is not installed: run the gdrcopy role"}
-    write(working_root, gdrcopy_info.SMOKE_PROGRAM, "#!/usr/bin/python3\n")
+    write(working_root, gdrcopy_facts.SMOKE_PROGRAM, "#!/usr/bin/python3\n")
     r = gather(working_root, m, smoke="2.6")
     assert r["smoke"] == {"ran": True, "method": "library", "passed": True, "runtime_version": "2.6",
                           "driver_version": "2.6", "expected": "2.6", "msg": "gdr_open ok; runtime 2.6, driver 2.6"}
-    m.outputs[(gdrcopy_info.SMOKE_PROGRAM, "--expect", "2.6")] = (1, "", "Traceback ...")
+    m.outputs[(gdrcopy_facts.SMOKE_PROGRAM, "--expect", "2.6")] = (1, "", "Traceback ...")
     assert gather(working_root, m, smoke="2.6")["smoke"]["msg"].endswith("printed no result (exit code 1): Traceback ...")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
 from conftest import FIXTURES, REPO, need, restore_names
 
@@ -71,7 +72,7 @@ def h200(tmp_path, host_fixture):
         SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"),
         SMI_MEMORY: captured(H200 / "cmd" / "nvidia_smi_q_memory.txt"),
     })
-    return m, gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
+    return m, gdrcopy_facts.gather(m, params(root), gdrcopy_facts.Host(m, root, live=True))
 
 
 @pytest.mark.fault(5)
@@ -144,7 +145,7 @@ def test_without_nvidia_smi_the_gpu_comes_from_sysfs_and_procfs(tmp_path, host_f
     host_fixture("hosts/h200-vm-modules-disabled", "README.md")
     root = copy_capture(H200 / "fs", tmp_path / "h200")
     m = FakeModule()
-    r = gdrcopy_info.gather(m, params(root), gdrcopy_info.Host(m, root, live=True))
+    r = gdrcopy_facts.gather(m, params(root), gdrcopy_facts.Host(m, root, live=True))
     gpu = r["gpus"][0]
     assert (gpu["name"], gpu["bus_id"], gpu["index"], gpu["bar1_total_mib"]) == ("NVIDIA H200", "0000:00:06.0", "0",
                                                                                  None)
@@ -192,7 +193,7 @@ def test_the_real_tests_fail_without_gdrdrv_and_name_every_failed_test(device_ro
         wrap + (bin_ + "gdrcopy_copylat", "-d", "0"): captured(DEVICE / "cmd" / "copylat.txt"),
     })
     p = params(device_root, run_tests=["sanity", "copybw", "copylat"], tests_timeout=600)
-    r = gdrcopy_info.gather(m, p, gdrcopy_info.Host(m, device_root, live=True))
+    r = gdrcopy_facts.gather(m, p, gdrcopy_facts.Host(m, device_root, live=True))
     t = r["tests"]
     assert (t["ran"], t["reason"], t["gpu_id"]) == (True, "", 0)
     assert (t["sanity"]["total"], t["sanity"]["passed"], t["sanity"]["failed"], t["sanity"]["ok"]) == (36, 0, 36, False)
@@ -207,18 +208,18 @@ def test_the_real_tests_fail_without_gdrdrv_and_name_every_failed_test(device_ro
 def test_the_tests_use_gpu_id_and_skip_with_a_reason(device_root, tmp_path):
     m = device_module()
     p = params(device_root, run_tests=["copybw"], gpu_id=3)
-    r = gdrcopy_info.gather(m, p, gdrcopy_info.Host(m, device_root, live=True))
+    r = gdrcopy_facts.gather(m, p, gdrcopy_facts.Host(m, device_root, live=True))
     assert r["tests"]["copybw"]["argv"][-3:] == ["/opt/gdrcopy/current/bin/gdrcopy_copybw", "-d", "3"]
     os.unlink(os.path.join(device_root, "opt/gdrcopy/2.6/bin/gdrcopy_copylat"))
-    r = gdrcopy_info.gather(m, params(device_root, run_tests=["sanity", "copylat"]),
-                            gdrcopy_info.Host(m, device_root, live=True))
+    r = gdrcopy_facts.gather(m, params(device_root, run_tests=["sanity", "copylat"]),
+                            gdrcopy_facts.Host(m, device_root, live=True))
     assert r["tests"]["ran"] is False
     assert r["tests"]["reason"].startswith("gdrcopy's test programs (copylat) are not installed under "
                                            "/opt/gdrcopy/current/bin")
     no_gpu = FakeModule()
     shutil.rmtree(os.path.join(device_root, "sys/bus/pci/devices/0000:00:06.0"))
-    r = gdrcopy_info.gather(no_gpu, params(device_root, run_tests=["sanity"]),
-                            gdrcopy_info.Host(no_gpu, device_root, live=True))
+    r = gdrcopy_facts.gather(no_gpu, params(device_root, run_tests=["sanity"]),
+                            gdrcopy_facts.Host(no_gpu, device_root, live=True))
     assert r["tests"]["reason"] == "no NVIDIA GPU on this host: only the GPU-less smoke check applies"
 
 
@@ -227,7 +228,7 @@ def test_sanity_of_2_4_takes_no_gpu_id(device_root):
     os.unlink(os.path.join(device_root, "opt/gdrcopy/current"))
     os.symlink("2.4.4", os.path.join(device_root, "opt/gdrcopy/current"))
     m = device_module()
-    r = gdrcopy_info.gather(m, params(device_root, run_tests=["sanity"]), gdrcopy_info.Host(m, device_root, live=True))
+    r = gdrcopy_facts.gather(m, params(device_root, run_tests=["sanity"]), gdrcopy_facts.Host(m, device_root, live=True))
     assert r["tests"]["sanity"]["argv"][-1] == "/opt/gdrcopy/current/bin/gdrcopy_sanity"
 
 
@@ -340,8 +341,8 @@ def working_module(root):
 def test_a_working_host_with_signed_modules_secure_boot_and_rdma(working_root):
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
     m = working_module(working_root)
-    r = gdrcopy_info.gather(m, params(working_root, release="2.6", mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
-                            gdrcopy_info.Host(m, working_root, live=True))
+    r = gdrcopy_facts.gather(m, params(working_root, release="2.6", mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_facts.Host(m, working_root, live=True))
     k = r["kernel"]["installed"][0]
     assert k["gdrdrv_modules"] == [{
         "path": f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", "signed": True,
@@ -376,7 +377,7 @@ def test_a_working_host_with_signed_modules_secure_boot_and_rdma(working_root):
 def test_unloading_gdrdrv_turns_a_working_host_red(working_root):
     shutil.rmtree(os.path.join(working_root, "sys/module/gdrdrv"))
     m = working_module(working_root)
-    r = gdrcopy_info.gather(m, params(working_root), gdrcopy_info.Host(m, working_root, live=True))
+    r = gdrcopy_facts.gather(m, params(working_root), gdrcopy_facts.Host(m, working_root, live=True))
     assert r["health"] == "red"
     assert r["blockers"][0] == f"gdrdrv is installed for the running kernel {KERNEL} but not loaded"
     assert "CUDA driver 12.2 < 13.3" in r["blockers"][1]
@@ -386,7 +387,7 @@ def test_an_unsigned_gdrdrv_under_enforcement_is_a_blocker(working_root):
     shutil.rmtree(os.path.join(working_root, "sys/module/gdrdrv"))
     write(working_root, f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF unsigned")
     m = FakeModule(tools={})  # no modinfo: the trailer alone says unsigned
-    r = gdrcopy_info.gather(m, params(working_root), gdrcopy_info.Host(m, working_root, live=True))
+    r = gdrcopy_facts.gather(m, params(working_root), gdrcopy_facts.Host(m, working_root, live=True))
     assert r["kernel"]["installed"][0]["gdrdrv_modules"][0]["signed"] is False
     assert (f"module signatures are enforced on {KERNEL} and gdrdrv (/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko)"
             " is not signed: the kernel refuses it") in r["blockers"]
@@ -400,8 +401,8 @@ def test_the_mok_state_comes_from_mokutils_text_whatever_its_exit_code(working_r
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
     m = working_module(working_root)
     m.outputs[("/usr/bin/mokutil", "--test-key", cert)] = (rc, f"{cert} is already enrolled\n", "")
-    r = gdrcopy_info.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
-                            gdrcopy_info.Host(m, working_root, live=True))
+    r = gdrcopy_facts.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_facts.Host(m, working_root, live=True))
     assert r["secure_boot"]["mok"]["state"] == "enrolled"
 
 
@@ -411,8 +412,8 @@ def test_a_blocked_signing_key_is_a_blocker(working_root):
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
     m = working_module(working_root)
     m.outputs[("/usr/bin/mokutil", "--test-key", cert)] = (1, f"{cert} is blocked in dbx\n", "")
-    r = gdrcopy_info.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
-                            gdrcopy_info.Host(m, working_root, live=True))
+    r = gdrcopy_facts.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
+                            gdrcopy_facts.Host(m, working_root, live=True))
     assert r["secure_boot"]["mok"]["state"] == "blocked"
     assert any("/var/lib/gdrcopy-ansible/mok/mok.der is blocked by the firmware or MOK denylist" in b
                and "sign with another key" in b for b in r["blockers"]), r["blockers"]
@@ -423,7 +424,7 @@ def test_a_chroot_never_reports_the_build_hosts_runtime_as_the_images(working_ro
     """In a chroot the mounted /proc, /sys and /dev are the build host's: a loaded gdrdrv, EFI, lockdown or a GPU
     there says nothing about the image. Its files (kernels, modules, library) still count."""
     m = working_module(working_root)
-    r = gdrcopy_info.gather(m, params(working_root, release="2.6"), gdrcopy_info.Host(m, working_root, live=False))
+    r = gdrcopy_facts.gather(m, params(working_root, release="2.6"), gdrcopy_facts.Host(m, working_root, live=False))
     assert r["live"] is False and r["kernel"]["running"] == ""
     assert r["load_order"] == [] and r["gdrdrv"]["loaded"] is False and r["nvidia"]["loaded"] is False
     assert r["secure_boot"]["efi"] is False and r["kernel"]["lockdown"] in ("", None)
@@ -438,8 +439,8 @@ def test_a_chroot_never_reports_the_build_hosts_runtime_as_the_images(working_ro
 
 
 def test_image_forces_a_root_of_slash_to_be_read_as_an_image():
-    assert gdrcopy_info.Host(FakeModule(), "/", image=True).live is False
-    assert gdrcopy_info.Host(FakeModule(), "/", image=True).read("/proc/modules") is None
+    assert gdrcopy_facts.Host(FakeModule(), "/", image=True).live is False
+    assert gdrcopy_facts.Host(FakeModule(), "/", image=True).read("/proc/modules") is None
 
 
 # --- an image root: nothing live, commands only through modinfo -b -------------------------------------------
@@ -474,7 +475,7 @@ def test_an_image_root(image_root):
         (modinfo, "-b", image_root, "-k", "6.1.0-50-amd64", "-F", "version", "nvidia"): (0, "535.261.03\n", ""),
         (modinfo, "-b", image_root, "-k", "6.1.0-50-amd64", "-F", "license", "nvidia"): (0, "Dual MIT/GPL\n", ""),
     })
-    r = gdrcopy_info.gather(m, params(image_root))
+    r = gdrcopy_facts.gather(m, params(image_root))
     kernels = {k["release"]: k for k in r["kernel"]["installed"]}
     assert list(kernels) == ["6.1.0-47-amd64", "6.1.0-50-amd64"]  # the leftover 5.10 dir is no kernel
     assert kernels["6.1.0-50-amd64"]["headers"] is True  # through the image's absolute symlink
@@ -509,7 +510,7 @@ def test_a_compressed_gdrdrv_is_found_and_read_through_modinfo(image_root):
     path = os.path.join(image_root, "lib/modules/6.1.0-47-amd64/updates/gdrcopy/gdrdrv.ko.xz")
     m = FakeModule(tools={"modinfo": modinfo}, outputs={
         (modinfo, path): (0, "filename: x\nsigner: gdrcopy-ansible module signing key\nsig_key: 51:3A\n", "")})
-    r = gdrcopy_info.gather(m, params(image_root))
+    r = gdrcopy_facts.gather(m, params(image_root))
     k47 = {k["release"]: k for k in r["kernel"]["installed"]}["6.1.0-47-amd64"]
     assert k47["gdrdrv"] == ["/lib/modules/6.1.0-47-amd64/updates/gdrcopy/gdrdrv.ko.xz"]
     assert (k47["gdrdrv_modules"][0]["signed"], k47["gdrdrv_modules"][0]["signer"]) == (
@@ -519,11 +520,11 @@ def test_a_compressed_gdrdrv_is_found_and_read_through_modinfo(image_root):
 @pytest.mark.fault(4)
 def test_an_explicit_nvidia_source_dir(image_root):
     m = FakeModule()
-    r = gdrcopy_info.gather(m, params(image_root, build_root="/b", prefix="/p",
+    r = gdrcopy_facts.gather(m, params(image_root, build_root="/b", prefix="/p",
                                       nvidia_src_dir="/usr/src/nvidia-current-535.261.03/nvidia"))
     assert r["nvidia"]["source_match"]["flavor"] == "proprietary"
     assert r["nvidia"]["source_match"]["reason"] == "set by the user (gdrcopy_nvidia_src_dir)"
-    r = gdrcopy_info.gather(m, params(image_root, nvidia_src_dir="/nowhere"))
+    r = gdrcopy_facts.gather(m, params(image_root, nvidia_src_dir="/nowhere"))
     assert "dir" not in r["nvidia"]["source_match"]
     assert "holds no nv-p2p.h" in r["nvidia"]["source_match"]["reason"]
 
@@ -545,7 +546,7 @@ def test_every_returned_key_is_documented(h200, tmp_path, host_fixture):
     assert set(h200[1]) - {"tests"} == documented - {"converged"}
     root = copy_capture(H200 / "fs", tmp_path / "asked")
     m = FakeModule()
-    r = gdrcopy_info.gather(m, params(root, converged_inputs={}), gdrcopy_info.Host(m, root, live=True))
+    r = gdrcopy_facts.gather(m, params(root, converged_inputs={}), gdrcopy_facts.Host(m, root, live=True))
     assert set(r) - {"tests"} == documented
 
 
@@ -573,5 +574,5 @@ def test_every_return_entry_is_well_formed_yaml():
 
 def test_groups_are_looked_up_in_the_roots_group_file(tmp_path):
     write(str(tmp_path), "/etc/group", "root:x:0:\n# a comment\ngdrcopy:x:998:alice\n")
-    r = gdrcopy_info.gather(FakeModule(), params(str(tmp_path), groups=["gdrcopy", "video"]))
+    r = gdrcopy_facts.gather(FakeModule(), params(str(tmp_path), groups=["gdrcopy", "video"]))
     assert r["groups"] == {"gdrcopy": True, "video": False}

@@ -129,10 +129,10 @@ def test_a_dest_that_is_not_prefix_slash_version_is_refused_before_anything_move
 def test_the_install_lists_the_sha256_of_every_file_it_installed(tmp_path, built):
     """gdrcopy_info checks this manifest on every run: a file changed by hand makes the install not current."""
     import hashlib
-    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
     dest = tmp_path / "opt" / "gdrcopy" / "2.6"
     assert install(built, dest, {"v": 1}).returncode == 0
-    manifest = P.parse_sha256sums((dest / ".gdrcopy-manifest").read_text())
+    manifest = PIPE.parse_sha256sums((dest / ".gdrcopy-manifest").read_text())
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*")
                    if p.is_file() and not p.is_symlink() and not p.name.startswith(".gdrcopy-"))
     assert sorted(manifest) == files and any(f.startswith("lib/libgdrapi.so.") for f in files)

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_report as R
-from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts
 from conftest import REPO
 from test_gdrcopy_info import params, working_module, working_root  # noqa: F401  (fixture)
 from test_parsers import COPYBW, COPYLAT_AVG, SANITY_PASSED
@@ -31,7 +31,7 @@ def fleet(working_root):  # noqa: F811  (the imported fixture)
     """Five hosts: the H200 as it is (red), the H200 whose gdrcopy_sanity failed (red), a host that failed before
     status (red), a working host with concerns (amber) and a passing one with bandwidth figures (green)."""
     m = working_module(working_root)
-    amber = gdrcopy_info.gather(m, params(working_root, release="2.6"), gdrcopy_info.Host(m, working_root, live=True))
+    amber = gdrcopy_facts.gather(m, params(working_root, release="2.6"), gdrcopy_facts.Host(m, working_root, live=True))
     green = dict(copy.deepcopy(amber), concerns=[], health="green")
     installed = device_info("installed")
     passing = {"ran": True, "reason": "", "gpu_id": 0, "sanity": P.parse_sanity(SANITY_PASSED, 0),

@@ -7,7 +7,7 @@ import json
 import os
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
-from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_info
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_verify as V
 from test_gdrcopy_info import working_module, working_root  # noqa: F401 (fixture)
 
@@ -34,7 +34,7 @@ class Module:
 
 def run(root, check_mode=False, **kw):
     m = Module(working_module(root), check_mode=check_mode, diff=True)
-    return V.verify(m, params(**kw), gdrcopy_info.Host(m, root, live=True))
+    return V.verify(m, params(**kw), gdrcopy_facts.Host(m, root, live=True))
 
 
 def test_a_verified_host_gets_its_record_and_the_next_run_finds_it_converged(working_root):  # noqa: F811

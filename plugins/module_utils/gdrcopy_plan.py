@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""The gdrcopy role's plan for one host, decided in a pure function from what gdrcopy_info read and what the package
+manager answered: the kernels to build for (and those that cannot be), the kernel headers to install, the NVIDIA
+source, and the blockers, each as the one sentence the run stops with. The action plugin gdrcopy_plan runs it on
+the controller (no Python starts on the host for it)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+
+class Blocked(Exception):
+    """The host cannot be planned for: the message says why and what to do. Nothing was changed."""
+
+
+def answered(query):
+    """The items a package-manager query loop (registered results) found: rc 0."""
+    return [r["item"] for r in (query or {}).get("results") or [] if r.get("rc") == 0 and "item" in r]
+
+
+def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package):
+    """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, notes}; Blocked otherwise."""
+    notes = []
+    if not (group_create or (info.get("groups") or {}).get(group)):
+        raise Blocked(
+            'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '
+            "the group first (groupadd --system %s), name an existing one, or set gdrcopy_device_group_create: true. "
+            "Nothing was changed." % (group, group))
+    hook = info.get("kernel_hook") or {}
+    if not hook.get("ok", True):
+        notes.append("the kernel hook failed for %s at %s: %s. This run builds what is missing." % (
+            hook.get("kernel"), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(hook.get("time") or 0)),
+            hook.get("msg")))
+    installed = [k["release"] for k in info["kernel"]["installed"]]
+    missing = [k for k in kernels if k not in installed]
+    if missing:
+        raise Blocked(
+            "gdrcopy_kernels lists %s, not installed on this host (installed: %s). Install the kernel first, or leave "
+            "gdrcopy_kernels empty to build for every installed kernel." % (
+                ", ".join(missing), ", ".join(installed) or "none"))
+    targets = kernels or installed
+    with_headers = [k["release"] for k in info["kernel"]["installed"] if k.get("headers")]
+    installable = answered(headers_query)
+    buildable = with_headers + installable
+    chosen = [k for k in targets if k in buildable]
+    skipped = [k for k in targets if k not in buildable]
+    if skipped:
+        one = len(skipped) == 1
+        notes.append(
+            "no headers for %s, and the package manager has none to install (%s): gdrdrv is not built for %s, and "
+            "will not load when the host boots %s. Install the headers by hand, or remove the kernel." % (
+                ", ".join(skipped), headers_package, "it" if one else "them", "it" if one else "one of them"))
+    if (kernels and skipped) or not chosen:
+        raise Blocked(
+            "no kernel to build gdrdrv for: %s has no headers and none can be installed (%s). Install the kernel "
+            "headers, then run again." % (", ".join(skipped) or "no kernel is installed", headers_package))
+    nvidia = info["nvidia"]
+    match = nvidia.get("source_match") or {}
+    package = (answered(source_query) + [""])[0]
+    if "dir" not in match and not package:
+        raise Blocked(
+            "%s%s. gdrdrv is built against the NVIDIA kernel source of the installed driver: install the "
+            "distribution's source package (%s) or the driver's DKMS source, or set gdrcopy_nvidia_src_dir to the "
+            "directory holding nv-p2p.h." % (
+                match.get("reason", "no NVIDIA kernel source found"),
+                "" if nvidia.get("version") else
+                " (no NVIDIA driver found: nothing is loaded and modinfo finds no nvidia module)",
+                " or ".join(source_candidates) or "none is known for this driver"))
+    if mode == "host" and not nvidia.get("version"):
+        raise Blocked(
+            "no NVIDIA driver on this host (no nvidia module loaded, and modinfo finds none for the installed "
+            "kernels): gdrdrv needs nvidia.ko to load. Install the NVIDIA driver first, or set gdrcopy_mode: image "
+            "to build without loading.")
+    return {"kernels": chosen, "kernels_skipped": skipped, "headers_to_install": installable, "nvidia": match,
+            "nvidia_source_package": package, "notes": notes, "planned": True}

@@ -1,0 +1,121 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gdrcopy_plan
+short_description: Plan the gdrcopy build of a host and stop on its blockers, on the controller
+description:
+  - An action plugin - it runs on the controller only (no connection, no Python started on the host), on what
+    M(gpufleet.gdrcopy.gdrcopy_info) read on the host and what the package manager answered there.
+  - Decides the kernels to build gdrdrv for (O(kernels), else every installed kernel that has or can get its headers)
+    and those that cannot be built for, the kernel headers to install, and the NVIDIA kernel source (a tree that
+    matches the driver's version and flavor, else the source package to install).
+  - Fails with one sentence that says what to do when the device group is missing and may not be created, a listed
+    kernel is not installed or cannot be built for, no kernel can be, no NVIDIA source can be had, or host mode
+    has no NVIDIA driver. Nothing is changed either way.
+version_added: "0.2.0"
+author: gdrcopy-ansible contributors (@gpufleet)
+options:
+  info:
+    description: The result of M(gpufleet.gdrcopy.gdrcopy_info) for the host (its C(groups) must hold O(device_group)).
+    type: dict
+    required: true
+  kernels:
+    description: The kernels asked for (C(gdrcopy_kernels)); empty - every installed kernel.
+    type: list
+    elements: str
+    default: []
+  mode:
+    description: C(host) (the driver must be there to load gdrdrv) or C(image).
+    type: str
+    required: true
+    choices: [host, image]
+  device_group:
+    description: The group of C(/dev/gdrdrv).
+    type: str
+    required: true
+  device_group_create:
+    description: The role may create O(device_group).
+    type: bool
+    default: false
+  headers_query:
+    description: The registered loop that asked the package manager for the headers of each kernel without them.
+    type: dict
+    default: {}
+  source_query:
+    description: The registered loop that asked the package manager for each NVIDIA source package candidate.
+    type: dict
+    default: {}
+  source_candidates:
+    description: The NVIDIA source package names for the installed driver (named in the message when none is had).
+    type: list
+    elements: str
+    default: []
+  headers_package:
+    description: The headers package name pattern (C(linux-headers-{kernel})), for the messages.
+    type: str
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: Decides only; the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing is changed.
+  action:
+    support: full
+    description: An action plugin; it runs on the controller.
+"""
+
+EXAMPLES = r"""
+- name: Plan the kernels, the NVIDIA source and the blockers
+  gpufleet.gdrcopy.gdrcopy_plan:
+    info: "{{ gdrcopy_state }}"
+    mode: host
+    device_group: gdrcopy
+    headers_package: linux-headers-{kernel}
+  register: plan
+"""
+
+RETURN = r"""
+kernels:
+  description: The kernels gdrdrv is built for.
+  returned: success
+  type: list
+  elements: str
+kernels_skipped:
+  description: The kernels that have no headers and can get none (said in RV(notes)).
+  returned: success
+  type: list
+  elements: str
+headers_to_install:
+  description: The kernels whose headers the package manager installs.
+  returned: success
+  type: list
+  elements: str
+nvidia:
+  description: The NVIDIA source tree that matches the driver (C(dir), C(version), C(flavor), C(reason)), as
+    gdrcopy_info's C(nvidia.source_match).
+  returned: success
+  type: dict
+nvidia_source_package:
+  description: The NVIDIA source package to install when no tree matches; empty otherwise.
+  returned: success
+  type: str
+notes:
+  description: What the run should say (the kernel hook failed since the last run; kernels that cannot be built for).
+  returned: success
+  type: list
+  elements: str
+planned:
+  description: Always true on success.
+  returned: success
+  type: bool
+"""

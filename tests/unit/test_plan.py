@@ -1,0 +1,88 @@
+"""module_utils/gdrcopy_plan.py (the action plugin gdrcopy_plan): the kernels, the headers, the NVIDIA source and
+each blocker's sentence, from what gdrcopy_info read and what the package manager answered. The plugin runs for real
+in the VM scenarios (preflight of every converge) and in test_preflight_host.py."""
+
+import pytest
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_plan as PLAN
+
+K1, K2, K3 = "6.1.0-41-amd64", "6.1.0-42-amd64", "6.1.0-43-amd64"
+TREE = {"dir": "/usr/src/nvidia-535.261.03/nvidia", "version": "535.261.03", "flavor": "proprietary",
+        "reason": "matches the driver"}
+
+
+def info(headers=(K1, K2), installed=(K1, K2), tree=TREE, version="535.261.03", group=True, hook=None):
+    return {"groups": {"gdrcopy": group},
+            "kernel": {"installed": [{"release": k, "headers": k in headers} for k in installed]},
+            "nvidia": {"version": version, "flavor": "proprietary", "source_match": tree},
+            "kernel_hook": hook or {"ok": True}}
+
+
+def query(*found, missing=()):
+    return {"results": [{"item": k, "rc": 0} for k in found] + [{"item": k, "rc": 100} for k in missing]}
+
+
+def plan(i, kernels=(), mode="host", create=False, headers=None, source=None, candidates=()):
+    return PLAN.plan(i, list(kernels), mode, "gdrcopy", create, headers or {}, source or {}, list(candidates),
+                     "linux-headers-{kernel}")
+
+
+def test_every_installed_kernel_with_headers_is_built_for():
+    p = plan(info())
+    assert p["kernels"] == [K1, K2] and p["kernels_skipped"] == [] and p["headers_to_install"] == []
+    assert p["nvidia"] == TREE and p["nvidia_source_package"] == "" and p["notes"] == []
+
+
+@pytest.mark.fault(3)
+def test_a_kernel_without_headers_to_install_is_skipped_and_said():
+    p = plan(info(headers=(K1,), installed=(K1, K2, K3)), headers=query(K3, missing=[K2]))
+    assert p["kernels"] == [K1, K3] and p["kernels_skipped"] == [K2] and p["headers_to_install"] == [K3]
+    assert p["notes"] == [
+        "no headers for %s, and the package manager has none to install (linux-headers-{kernel}): gdrdrv is not built "
+        "for it, and will not load when the host boots it. Install the headers by hand, or remove the kernel." % K2]
+
+
+def test_a_listed_kernel_that_cannot_be_built_for_stops_the_host():
+    with pytest.raises(PLAN.Blocked, match="^no kernel to build gdrdrv for: %s has no headers" % K2):
+        plan(info(headers=(K1,)), kernels=[K1, K2], headers=query(missing=[K2]))
+    with pytest.raises(PLAN.Blocked, match="^gdrcopy_kernels lists 9.9.9, not installed on this host"):
+        plan(info(), kernels=["9.9.9"])
+    with pytest.raises(PLAN.Blocked, match="^no kernel to build gdrdrv for: no kernel is installed"):
+        plan(info(installed=()))
+
+
+def test_a_missing_group_stops_unless_it_may_be_created():
+    with pytest.raises(PLAN.Blocked, match='^gdrcopy_device_group "gdrcopy" does not exist on this host'):
+        plan(info(group=False))
+    assert plan(info(group=False), create=True)["kernels"] == [K1, K2]
+
+
+@pytest.mark.fault(4)
+def test_the_nvidia_source_is_a_matching_tree_or_a_package_else_the_host_stops():
+    none = {"reason": "/usr/src holds no nv-p2p.h"}
+    p = plan(info(tree=none), source=query("nvidia-kernel-source-535", missing=["nvidia-open-kernel-source"]),
+             candidates=["nvidia-open-kernel-source", "nvidia-kernel-source-535"])
+    assert p["nvidia"] == none and p["nvidia_source_package"] == "nvidia-kernel-source-535"
+    with pytest.raises(PLAN.Blocked) as e:
+        plan(info(tree=none), candidates=["nvidia-kernel-source-535"])
+    assert str(e.value).startswith("/usr/src holds no nv-p2p.h. gdrdrv is built against the NVIDIA kernel source")
+    assert "(nvidia-kernel-source-535)" in str(e.value)
+
+
+def test_host_mode_needs_a_driver_and_image_mode_does_not():
+    with pytest.raises(PLAN.Blocked, match="^no NVIDIA driver on this host"):
+        plan(info(version=""))
+    assert plan(info(version=""), mode="image")["kernels"] == [K1, K2]
+    with pytest.raises(PLAN.Blocked, match=r"\(no NVIDIA driver found: nothing is loaded"):
+        plan(info(version="", tree={"reason": "no tree"}), mode="image")
+
+
+def test_a_failed_kernel_hook_is_said_once():
+    hook = {"ok": False, "kernel": K3, "time": 0, "msg": "gdrcopy-kernel-hook: build failed"}
+    assert plan(info(hook=hook))["notes"] == [
+        "the kernel hook failed for %s at 1970-01-01 00:00:00 UTC: gdrcopy-kernel-hook: build failed. This run "
+        "builds what is missing." % K3]
+
+
+def test_answered_reads_a_skipped_loop_as_nothing():
+    assert PLAN.answered({"skipped": True, "results": []}) == [] and PLAN.answered({}) == []
