@@ -11,14 +11,14 @@ from pathlib import Path
 from conftest import REPO
 
 
-def play(tmp_path, playbook, **extra):
+def play(tmp_path, playbook, *args, **extra):
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("this-host ansible_connection=local ansible_python_interpreter=%s ansible_become=false\n"
                          % sys.executable)
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-           str(REPO / "playbooks" / playbook), "-e", json.dumps(extra)]
+           str(REPO / "playbooks" / playbook), "-e", json.dumps(extra), *args]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     return r.returncode, r.stdout + r.stderr
 
