@@ -72,13 +72,17 @@ unit: setup
 	pytest -q tests/unit
 	@$(MAKE) --no-print-directory coverage
 
-# Line coverage of the build pipeline (module_utils/gdrcopy_pipeline.py, shared by the gdrcopy_build module and the
-# kernel hook) and of the module, by their own tests: the run fails below 90 %.
-COVERED = */plugins/module_utils/gdrcopy_pipeline.py,*/plugins/modules/gdrcopy_build.py
+# Line coverage of the decision code that moved from YAML into modules (the build pipeline that the kernel hook
+# shares, the load chain, the plan, the verification) and of those modules, by their own tests: below 90 % fails.
+COVERED = $(subst $(space),$(comma),$(addprefix */plugins/,module_utils/gdrcopy_pipeline.py modules/gdrcopy_build.py \
+	module_utils/gdrcopy_load.py modules/gdrcopy_load.py module_utils/gdrcopy_plan.py modules/gdrcopy_verify.py))
+space := $(subst ,, )
+comma := ,
 coverage: setup
 	@mkdir -p .cache
 	coverage run --data-file=.cache/coverage --include='$(COVERED)' -m pytest -q -p no:cacheprovider \
-	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py
+	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py tests/unit/test_load_module.py \
+	  tests/unit/test_plan.py tests/unit/test_verify_module.py
 	coverage report --data-file=.cache/coverage --show-missing --fail-under=90
 
 # The artifact: built, installed into an empty collections path and run from outside the checkout
