@@ -19,10 +19,13 @@ def logger(tag):
 
 def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=False):
     """Run ansible-playbook with this repository's ansible.cfg; return (rc, wall seconds, output). Unless
-    allow_failure, a failed run ends the benchmark with the log's path."""
+    allow_failure, a failed run ends the benchmark with the log's path. The task counts per host (task results and
+    remote module executions, callback_plugins/task_counts.py) are left in <logfile>.counts.json (task_counts())."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               # Each log ends with the slowest tasks (where the time went).
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
+               # Each log ends with the slowest tasks (where the time went); task_counts counts the executions.
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks,task_counts", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25",
+               ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
+               GDRCOPY_TASK_COUNTS=str(logfile) + ".counts.json")
     if forks:
         env["ANSIBLE_FORKS"] = str(forks)
     start = time.monotonic()
@@ -34,6 +37,14 @@ def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=
     if r.returncode != 0 and not allow_failure:
         sys.exit(f"{Path(playbook).name} failed (rc {r.returncode}): see {logfile}")
     return r.returncode, wall, Path(logfile).read_text()
+
+
+def task_counts(logfile, host):
+    """{ok, remote} of host in the run that wrote logfile (run_playbook)."""
+    try:
+        return json.loads(Path(str(logfile) + ".counts.json").read_text()).get(host, {"ok": 0, "remote": 0})
+    except (OSError, ValueError):
+        return {"ok": 0, "remote": 0}
 
 
 def pack_source(out_dir, tarball=None):
