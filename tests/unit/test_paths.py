@@ -74,4 +74,5 @@ def test_the_lookup_returns_the_table_and_names_an_unknown_path(tmp_path):
                         str(book)], env=env, capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     assert "%s,%s" % (PATHS["libexec"], PATHS["mok_signer"]) in out.replace('"', "").replace(" ", ""), out
-    assert "no path is named 'nowhere' (known: config_dir, converged_record," in out, out
+    # (the output quotes the name as its callback does: 'nowhere' or ''nowhere'' on 2.17)
+    assert "no path is named " in out and "nowhere" in out and "(known: config_dir, converged_record," in out, out
