@@ -221,6 +221,8 @@ def kernel_facts(h, mok_serial):
         "running": running,
         "running_installed": h.live and any(k["release"] == running for k in installed),
         "installed": installed,
+        # Without loadable module support the kernel has no modules_disabled switch; an image root is not asked.
+        "modular": h.exists("/proc/sys/kernel/modules_disabled") if h.live else True,
         "modules_disabled": (h.read("/proc/sys/kernel/modules_disabled") or "0").strip() == "1",
         "sig_enforce": (h.read("/sys/module/module/parameters/sig_enforce") or "").strip() == "Y",
         "lockdown": m.group(1) if m else "",

@@ -25,6 +25,17 @@ def answered(query):
 def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package):
     """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, notes}; Blocked otherwise."""
     notes = []
+    kernel = info["kernel"]
+    if mode == "host" and not kernel.get("modular", True):
+        raise Blocked(
+            "this kernel (%s) has no loadable module support (/proc/sys/kernel/modules_disabled is absent): gdrdrv "
+            "cannot be loaded here. Run against a host with a modular kernel, or set gdrcopy_mode: image to build and "
+            "install for the kernels installed on this system without loading anything." % kernel.get("running"))
+    if mode == "host" and kernel.get("modules_disabled"):
+        raise Blocked(
+            "module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until "
+            "reboot; find what sets it (sysctl.d, a hardening service) and boot without it, or set gdrcopy_mode: "
+            "image to build and install now and load at the next boot.")
     if not (group_create or (info.get("groups") or {}).get(group)):
         raise Blocked(
             'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '
@@ -35,7 +46,7 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
         notes.append("the kernel hook failed for %s at %s: %s. This run builds what is missing." % (
             hook.get("kernel"), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(hook.get("time") or 0)),
             hook.get("msg")))
-    installed = [k["release"] for k in info["kernel"]["installed"]]
+    installed = [k["release"] for k in kernel["installed"]]
     missing = [k for k in kernels if k not in installed]
     if missing:
         raise Blocked(
@@ -43,7 +54,7 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "gdrcopy_kernels empty to build for every installed kernel." % (
                 ", ".join(missing), ", ".join(installed) or "none"))
     targets = kernels or installed
-    with_headers = [k["release"] for k in info["kernel"]["installed"] if k.get("headers")]
+    with_headers = [k["release"] for k in kernel["installed"] if k.get("headers")]
     installable = answered(headers_query)
     buildable = with_headers + installable
     chosen = [k for k in targets if k in buildable]

@@ -184,6 +184,10 @@ kernel:
         signed by I(mok_cert)).
       type: list
       elements: dict
+    modular:
+      description: The running kernel has loadable module support (C(/proc/sys/kernel/modules_disabled) exists);
+        true for an image root, which is not asked.
+      type: bool
     modules_disabled:
       description: C(/proc/sys/kernel/modules_disabled) is 1 (no module can be loaded until reboot).
       type: bool

@@ -50,6 +50,13 @@ options:
     description: The role will reboot when a reload is pending (only changes the message).
     type: bool
     default: false
+  smoke:
+    description:
+      - The release's MAJOR.MINOR. After the loads, the smoke check (the installed C(gdrcopy-smoke) helper -
+        C(gdr_open) through libgdrapi, and the runtime and gdrdrv versions) runs and must report it; the module
+        fails with the helper's words when it does not. Omitted, no smoke check runs.
+      - Nothing is checked in check mode, or when the kernel would refuse gdrdrv (RV(smoke.ran) is false).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -95,6 +102,15 @@ msg:
   description: What the role tells the user (why gdrdrv is not loaded, or left as it is); empty when all is well.
   returned: always
   type: str
+smoke:
+  description:
+    - The smoke check (with O(smoke)) - C(ran), C(method) (C(library), or C(none) when nothing ran), C(passed),
+      C(msg), C(expected), and what the helper read (C(runtime_version), C(driver_version)). The gdrcopy role
+      exports it as C(gdrcopy_smoke).
+  returned: when O(smoke) is set
+  type: dict
+  sample: {"ran": true, "method": "library", "passed": true, "msg": "gdr_open ok; runtime 2.6, driver 2.6",
+           "expected": "2.6"}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -111,6 +127,7 @@ ARGUMENT_SPEC = dict(
     mok_cert=dict(type="path"),
     enrollment_pending=dict(type="bool", default=False),
     reboot_ok=dict(type="bool", default=False),
+    smoke=dict(type="str"),
 )
 
 
@@ -139,6 +156,11 @@ def load(module, params, h=None):
         result["msg"] = L.refused_message(plan["refused"], params["enrollment_pending"])
     elif plan["pending"]:
         result["msg"] = L.pending_message(state["gdrdrv"], plan["reload_why"], params["reboot_ok"])
+    expect = params.get("smoke")
+    if expect:
+        why = ("check mode: nothing was loaded" if module.check_mode
+               else "gdrdrv is not loaded: %s" % plan["refused"] if plan["refused"] else "")
+        result["smoke"] = {"ran": False, "method": "none", "passed": False, "msg": why, "expected": expect}
     if module.check_mode:
         return result, None
     for argv in plan["steps"]:
@@ -153,6 +175,10 @@ def load(module, params, h=None):
         result["device"] = out.strip() or "ok"
         if result["device"] == "created":
             result["changed"] = True
+    if expect and not plan["refused"]:
+        result["smoke"] = F.smoke_check(h, expect)
+        if not result["smoke"].get("passed"):
+            return result, "the gdrcopy smoke check failed: %s" % result["smoke"].get("msg")
     return result, None
 
 

@@ -76,6 +76,9 @@ class Host:
     def tool(self, name):
         return "/usr/sbin/" + name
 
+    def exists(self, path):
+        return path in self.answers
+
     def run(self, argv):
         self.calls.append(argv)
         return self.answers.get(argv[0], (0, "", ""))
@@ -144,3 +147,43 @@ def test_a_chain_name_that_is_no_module_is_refused_before_anything_runs(host_sta
 def test_an_image_root_is_refused():
     result, error = M.load(Module(), params(), Host(live=False))
     assert "not a running host" in error
+
+
+# --- the smoke check after the loads -------------------------------------------------------------------------
+
+SMOKE = "/usr/local/libexec/gdrcopy-ansible/gdrcopy-smoke"
+PASSED = '{"passed": true, "runtime_version": "2.6", "driver_version": "2.6", "expected": "2.6", "msg": "ok"}'
+
+
+def test_the_smoke_check_runs_after_the_loads_and_is_returned(host_state):
+    h = Host({SMOKE: (0, PASSED, "")})
+    result, error = M.load(Module(), params(smoke="2.6"), h)
+    assert error is None and h.calls == [["/usr/sbin/modprobe", "nvidia"], ["/usr/sbin/modprobe", "gdrdrv"],
+                                         ["/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod"], [SMOKE, "--expect", "2.6"]]
+    assert result["smoke"] == {"passed": True, "runtime_version": "2.6", "driver_version": "2.6", "expected": "2.6",
+                               "msg": "ok", "ran": True, "method": "library"}
+
+
+def test_a_failed_smoke_check_fails_with_the_helpers_words(host_state):
+    failed = '{"passed": false, "runtime_version": "2.6", "driver_version": "2.5", "expected": "2.6", ' \
+             '"msg": "driver 2.5 is not 2.6"}'
+    result, error = M.load(Module(), params(smoke="2.6"), Host({SMOKE: (1, failed, "")}))
+    assert error == "the gdrcopy smoke check failed: driver 2.5 is not 2.6" and result["smoke"]["ran"]
+
+
+def test_no_smoke_check_in_check_mode_or_for_a_refused_gdrdrv(host_state):
+    h = Host({SMOKE: (0, PASSED, "")})
+    result, error = M.load(Module(check_mode=True), params(smoke="2.6"), h)
+    assert error is None and h.calls == [] and result["smoke"]["ran"] is False
+    assert result["smoke"]["msg"] == "check mode: nothing was loaded"
+    host_state["state"] = state(refusal="module signatures are enforced on k and gdrdrv (x) is not signed")
+    result, error = M.load(Module(), params(smoke="2.6"), h)
+    assert error is None and h.calls == [] and result["smoke"] == {
+        "ran": False, "method": "none", "passed": False, "expected": "2.6",
+        "msg": "gdrdrv is not loaded: module signatures are enforced on k and gdrdrv (x) is not signed"}
+
+
+def test_without_the_option_no_smoke_check_runs(host_state):
+    h = Host({SMOKE: (0, PASSED, "")})
+    result, error = M.load(Module(), params(), h)
+    assert error is None and "smoke" not in result and [SMOKE, "--expect", "2.6"] not in h.calls

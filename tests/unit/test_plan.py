@@ -86,3 +86,21 @@ def test_a_failed_kernel_hook_is_said_once():
 
 def test_answered_reads_a_skipped_loop_as_nothing():
     assert PLAN.answered({"skipped": True, "results": []}) == [] and PLAN.answered({}) == []
+
+
+@pytest.mark.fault(5)
+@pytest.mark.parametrize("kernel, sentence", [
+    ({"modular": False, "running": K1}, "this kernel (%s) has no loadable module support "
+     "(/proc/sys/kernel/modules_disabled is absent): gdrdrv cannot be loaded here." % K1),
+    ({"modular": True, "modules_disabled": True}, "module loading is disabled on this host "
+     "(kernel.modules_disabled=1): gdrdrv cannot be loaded until reboot;"),
+])
+def test_a_host_that_cannot_load_modules_stops_first_and_an_image_does_not(kernel, sentence):
+    i = info(group=False, version="")  # blockers that come later do not hide it
+    i["kernel"].update(kernel)
+    with pytest.raises(PLAN.Blocked) as err:
+        plan(i)
+    assert str(err.value).startswith(sentence) and "set gdrcopy_mode: image" in str(err.value)
+    i = info()
+    i["kernel"].update(kernel)
+    assert plan(i, mode="image")["kernels"] == [K1, K2]
