@@ -99,14 +99,17 @@ def test_the_hook_runs_the_modules_pipeline_with_the_roles_argv(host):
 
 
 def test_the_role_installs_the_modules_pipeline_file_beside_the_hook():
-    """kernel_hook.yml copies __gdrcopy_pipeline_file, which names the tracked module_utils file from role_path."""
-    value = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__gdrcopy_pipeline_file"]
-    path = Path(value.replace("{{ role_path }}", str(ROLE))).resolve()
+    """The kernel hook's files (vars/main.yml) put __gdrcopy_pipeline_file, which names the tracked module_utils
+    file from role_path, beside the helper, under the name the helper imports."""
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    path = Path(role_vars["__gdrcopy_pipeline_file"].replace("{{ role_path }}", str(ROLE))).resolve()
     assert path == REPO / "plugins" / "module_utils" / "gdrcopy_pipeline.py"
     assert path.is_file()  # test_repository.py checks that git tracks it
-    tasks = yaml.safe_load((ROLE / "tasks" / "kernel_hook.yml").read_text())
-    copy = next(t for t in tasks if "block" in t)["block"][0]
-    assert copy["loop"] == ["gdrcopy-kernel-hook", "{{ __gdrcopy_pipeline_file }}"]
+    files = dict((f["dest"], f["content"]) for f in role_vars["__gdrcopy_kernel_hook_files"])
+    assert files["{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py"] == \
+        "{{ lookup('ansible.builtin.file', __gdrcopy_pipeline_file, rstrip=false) }}"
+    assert "import gdrcopy_pipeline as pipeline" in (ROLE / "files" / "gdrcopy-kernel-hook").read_text()
+    assert "{{ lookup('ansible.builtin.file', 'gdrcopy-kernel-hook', rstrip=false) }}" in files.values()
 
 
 def test_a_second_call_compiles_nothing_and_changes_no_file(host):
@@ -168,12 +171,13 @@ def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):
 
 
 def wrapper(tmp_path, helper):
-    """The /etc/kernel/postinst.d script as tasks/kernel_hook.yml writes it, with the helper at helper."""
-    tasks = yaml.safe_load((ROLE / "tasks" / "kernel_hook.yml").read_text())
-    block = next(t for t in tasks if "block" in t)["block"]
-    content = next(t for t in block if "postinst" in t["name"] or "after a kernel" in t["name"])[
-        "ansible.builtin.copy"]["content"]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    """The /etc/kernel/postinst.d script as the role writes it (templates/kernel-hook-call.j2, the content of its
+    entry in vars/main.yml), with the helper at helper."""
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    calls = [f["content"] for f in role_vars["__gdrcopy_kernel_hook_files"] if "/etc/kernel/" in f["dest"]]
+    assert calls == ["{{ lookup('ansible.builtin.template', 'kernel-hook-call.j2') }}"] * 2
+    content = (ROLE / "templates" / "kernel-hook-call.j2").read_text()
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["quote"] = shlex.quote
     script = tmp_path / "zz-gdrcopy-ansible"
     script.write_text(env.from_string(content).render(__gdrcopy_libexec=str(helper.parent), __gdrcopy_kernel_hook_timeout=2))

@@ -6,6 +6,7 @@ a role's template/copy/script source that the repository lacks; in a working tre
 folders that git would silently leave out.
 """
 
+import re
 import subprocess
 
 import pytest
@@ -54,7 +55,14 @@ def _static_sources():
                     yield task_file.relative_to(REPO), role_dir / folder / src
 
 
-SOURCES = list(_static_sources())
+def _lookup_sources():
+    """Role files read by a file or template lookup (the content of gdrcopy_files entries) with a literal name."""
+    for path in sorted(REPO.glob("roles/*/vars/*.yml")) + sorted(REPO.glob("roles/*/tasks/*.yml")):
+        for kind, name in re.findall(r"lookup\('ansible\.builtin\.(file|template)', '([^']+)'", path.read_text()):
+            yield path.relative_to(REPO), path.parents[1] / ("files" if kind == "file" else "templates") / name
+
+
+SOURCES = list(_static_sources()) + list(_lookup_sources())
 
 
 def test_roles_name_static_sources():
@@ -84,4 +92,8 @@ def test_ansible_managed_only_in_templates():
     fails at run time (found by the image scenario)."""
     users = [str(p.relative_to(REPO)) for d in ("roles", "playbooks", "molecule") for p in (REPO / d).rglob("*.yml")
              if "ansible_managed" in p.read_text()]
-    assert users == [], f"ansible_managed used outside a template: {users}"
+    # The gdrcopy role's templates are rendered by the template lookup (gdrcopy_files' content), where it is
+    # undefined too.
+    users += [str(p.relative_to(REPO)) for p in (REPO / "roles" / "gdrcopy" / "templates").glob("*.j2")
+              if "ansible_managed" in p.read_text()]
+    assert users == [], f"ansible_managed used outside a template task: {users}"

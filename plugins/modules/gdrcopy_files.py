@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gdrcopy_files
+short_description: Put a role's files on a host in one call, each by a temporary file and a rename
+description:
+  - Writes each file of O(files) whose content, mode or owner differs from what is wanted, through a temporary file
+    in the same directory and a rename (C(AnsibleModule.atomic_move)), so a reader or a killed run never sees half a
+    file; removes each one whose O(files[].state) is C(absent). Missing parent directories are made (mode 0755).
+  - The roles give the content (rendered by the C(ansible.builtin.template) or read by the C(ansible.builtin.file)
+    lookup on the controller), so one module start on the host replaces a copy or template task per file (each of
+    which starts two).
+  - After the writes, the commands that the changed files ask for (O(files[].after)) run once each, in order -
+    C(ldconfig), and C(systemctl daemon-reload) where systemd runs (not inside a chroot, such as an image root).
+version_added: "0.2.0"
+author: gdrcopy-ansible contributors (@gpufleet)
+options:
+  files:
+    description: The files, in the order they are written.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      dest:
+        description: Absolute path of the file, without C(..) components.
+        type: str
+        required: true
+      content:
+        description: The whole content (text). Required when O(files[].state) is C(present).
+        type: str
+      mode:
+        description: Octal permission bits, as a string (C(0644), C(0755)).
+        type: str
+        default: "0644"
+      state:
+        description: C(present) writes the file; C(absent) removes it (and nothing else).
+        type: str
+        choices: [present, absent]
+        default: present
+      after:
+        description: What to run once after the writes when this file changed.
+        type: str
+        choices: [none, ldconfig, daemon-reload]
+        default: none
+attributes:
+  check_mode:
+    support: full
+    description: Says which files would be written or removed, with their diff; writes nothing and runs nothing.
+  diff_mode:
+    support: full
+    description: The before and after text of each changed file (a mode or owner change shows in RV(files)).
+"""
+
+EXAMPLES = r"""
+- name: Install the gdrcopy role's files
+  gpufleet.gdrcopy.gdrcopy_files:
+    files:
+      - dest: /etc/modprobe.d/gdrdrv.conf
+        content: "{{ lookup('ansible.builtin.template', 'modprobe-gdrdrv.conf.j2') }}"
+      - dest: /etc/systemd/system/gdrcopy.service
+        content: "{{ lookup('ansible.builtin.template', 'gdrcopy.service.j2') }}"
+        after: daemon-reload
+      - dest: /etc/kernel/postinst.d/zz-gdrcopy-ansible
+        state: absent
+"""
+
+RETURN = r"""
+files:
+  description: One entry per file - C(dest), and C(action) (C(created), C(updated), C(mode), C(removed) or C(ok)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"dest": "/etc/modprobe.d/gdrdrv.conf", "action": "updated"}]
+changed_files:
+  description: The paths written or removed (in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+ran:
+  description: The commands run after the writes (C(ldconfig), C(daemon-reload)); in check mode none.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import re
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
+
+MODE_RE = re.compile(r"^0?[0-7]{3}\Z")
+FILE_SPEC = dict(
+    dest=dict(type="str", required=True),
+    content=dict(type="str"),
+    mode=dict(type="str", default="0644"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    after=dict(type="str", choices=["none", "ldconfig", "daemon-reload"], default="none"),
+)
+ARGUMENT_SPEC = dict(files=dict(type="list", elements="dict", required=True, options=FILE_SPEC))
+
+
+def check_entry(entry):
+    """The sentence that refuses a file entry, or None."""
+    dest = entry["dest"]
+    if not dest.startswith("/") or "\0" in dest or ".." in dest.split("/") or dest.endswith("/"):
+        return "files: %r is not an absolute file path without '..'" % dest
+    if entry["state"] == "present":
+        if entry["content"] is None:
+            return "files: %s has no content" % dest
+        if not MODE_RE.match(entry["mode"] or ""):
+            return "files: %s has mode %r, not an octal mode such as 0644" % (dest, entry["mode"])
+    return None
+
+
+def current(dest):
+    """(bytes, mode, uid) of a regular file at dest; None when there is none; 'other' for a directory or the like."""
+    try:
+        st = os.lstat(dest)
+    except OSError:
+        return None
+    if os.path.islink(dest):
+        return (None, None, None)  # a link: replaced by the file (or removed)
+    if not os.path.isfile(dest):
+        return "other"
+    with open(dest, "rb") as f:
+        return (f.read(), st.st_mode & 0o7777, st.st_uid)
+
+
+def action_for(entry, have, uid):
+    """What has to happen to one file: created, updated, mode, removed or ok (pure)."""
+    if entry["state"] == "absent":
+        return "ok" if have is None else "removed"
+    if have is None:
+        return "created"
+    body, mode, owner = have
+    if body is None or body != to_bytes(entry["content"]):
+        return "updated"
+    if mode != int(entry["mode"], 8) or owner != uid:
+        return "mode"
+    return "ok"
+
+
+def text_of(body):
+    try:
+        return to_text(body, errors="strict") if body is not None else ""
+    except UnicodeError:
+        return "(binary, %d bytes)\n" % len(body)
+
+
+def write(module, entry):
+    """The content through a temporary file in the same directory, then a rename; then the mode."""
+    dest = entry["dest"]
+    parent = os.path.dirname(dest)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".%s." % os.path.basename(dest))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(to_bytes(entry["content"]))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, int(entry["mode"], 8))
+        module.atomic_move(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    os.chmod(dest, int(entry["mode"], 8))  # atomic_move keeps the mode of a file it replaces
+    if os.stat(dest).st_uid != os.geteuid():
+        os.chown(dest, os.geteuid(), os.getegid())
+
+
+def after_commands(module, needed):
+    """Run ldconfig and systemd's daemon-reload once each when a changed file asked for them."""
+    ran = []
+    for what in ("ldconfig", "daemon-reload"):
+        if what not in needed:
+            continue
+        if what == "daemon-reload":
+            if not os.path.isdir("/run/systemd/system") or in_chroot():
+                continue  # no running systemd here (an image root): it reads the unit when it boots
+            argv = [module.get_bin_path("systemctl", required=True), "daemon-reload"]
+        else:
+            argv = [module.get_bin_path("ldconfig", required=True, opt_dirs=["/sbin", "/usr/sbin"])]
+        rc, out, err = module.run_command(argv)
+        if rc != 0:
+            module.fail_json(msg="%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip()), ran=ran)
+        ran.append(what)
+    return ran
+
+
+def run(module):
+    entries = module.params["files"]
+    for entry in entries:
+        error = check_entry(entry)
+        if error:
+            module.fail_json(msg=error)
+    uid = os.geteuid()
+    result = {"changed": False, "files": [], "changed_files": [], "ran": []}
+    diffs, needed = [], set()
+    for entry in entries:
+        dest = entry["dest"]
+        have = current(dest)
+        if have == "other":
+            module.fail_json(msg="%s is there and is no regular file: move it away, then run again" % dest, **result)
+        action = action_for(entry, have, uid)
+        result["files"].append({"dest": dest, "action": action})
+        if action == "ok":
+            continue
+        result["changed"] = True
+        result["changed_files"].append(dest)
+        needed.add(entry["after"])
+        if module._diff and action in ("created", "updated", "removed"):
+            before = text_of(have[0]) if have and have[0] is not None else ""
+            diffs.append({"before_header": dest, "after_header": dest, "before": before,
+                          "after": "" if entry["state"] == "absent" else entry["content"]})
+        if module.check_mode:
+            continue
+        if action == "removed":
+            os.unlink(dest)
+        elif action == "mode":
+            os.chmod(dest, int(entry["mode"], 8))
+            os.chown(dest, uid, os.getegid())
+        else:
+            write(module, entry)
+    if diffs:
+        result["diff"] = diffs
+    if result["changed"] and not module.check_mode:
+        result["ran"] = after_commands(module, needed)
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run(module))
+
+
+if __name__ == "__main__":
+    main()

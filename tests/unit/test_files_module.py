@@ -1,0 +1,134 @@
+"""plugins/modules/gdrcopy_files: a role's files in one module start, each through a temporary file and a rename.
+
+The decisions are pure (check_entry, action_for); the module itself runs for real on the controller through
+ansible-playbook (check mode, diff mode, a write, a rerun, a removal) into a temporary directory."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_files as M
+
+REPO = Path(__file__).resolve().parents[2]
+UID = os.geteuid()
+
+
+def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enabled=0\n", mode="0644",
+          state="present", after="none"):
+    return {"dest": dest, "content": content, "mode": mode, "state": state, "after": after}
+
+
+@pytest.mark.parametrize("bad, sentence", [
+    (entry(dest="etc/x"), "files: 'etc/x' is not an absolute file path without '..'"),
+    (entry(dest="/etc/../root/.ssh/authorized_keys"), "is not an absolute file path without '..'"),
+    (entry(dest="/etc/modprobe.d/"), "is not an absolute file path without '..'"),
+    (entry(mode="644; chmod 777 /"), "has mode '644; chmod 777 /', not an octal mode such as 0644"),
+    (entry(mode="0999"), "not an octal mode"),
+    (entry(content=None), "files: /etc/modprobe.d/gdrdrv.conf has no content"),
+])
+def test_a_bad_entry_is_refused_with_its_path(bad, sentence):
+    assert sentence in M.check_entry(bad)
+
+
+def test_an_absent_entry_needs_no_content_or_mode():
+    assert M.check_entry(entry(content=None, mode="x", state="absent")) is None
+
+
+@pytest.mark.parametrize("have, action", [
+    (None, "created"),
+    ((b"options gdrdrv dbg_enabled=0\n", 0o644, UID), "ok"),
+    ((b"options gdrdrv dbg_enabled=1\n", 0o644, UID), "updated"),
+    ((None, None, None), "updated"),  # a link where the file goes is replaced by the file
+    ((b"options gdrdrv dbg_enabled=0\n", 0o666, UID), "mode"),
+    ((b"options gdrdrv dbg_enabled=0\n", 0o644, UID + 1), "mode"),
+])
+def test_what_happens_to_a_present_file(have, action):
+    assert M.action_for(entry(), have, UID) == action
+
+
+def test_what_happens_to_an_absent_file():
+    assert M.action_for(entry(state="absent"), None, UID) == "ok"
+    assert M.action_for(entry(state="absent"), (b"x", 0o644, UID), UID) == "removed"
+    assert M.action_for(entry(state="absent"), (None, None, None), UID) == "removed"
+
+
+class Module:
+    def __init__(self):
+        self.calls = []
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return "/usr/sbin/" + name
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return 0, "", ""
+
+
+def test_the_commands_after_the_writes_run_once_each_and_never_in_a_chroot(monkeypatch):
+    monkeypatch.setattr(M.os.path, "isdir", lambda p: p == "/run/systemd/system")
+    monkeypatch.setattr(M, "in_chroot", lambda: False)
+    m = Module()
+    assert M.after_commands(m, {"none", "ldconfig", "daemon-reload"}) == ["ldconfig", "daemon-reload"]
+    assert m.calls == [["/usr/sbin/ldconfig"], ["/usr/sbin/systemctl", "daemon-reload"]]
+    monkeypatch.setattr(M, "in_chroot", lambda: True)
+    m = Module()
+    assert M.after_commands(m, {"daemon-reload"}) == [] and m.calls == []
+
+
+# --- the module, run for real on the controller --------------------------------------------------------------
+
+def run_module(tmp_path, files, *flags):
+    playbook = tmp_path / "files.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_files": {"files": files}, "register": "out"},
+        {"ansible.builtin.debug": {"var": "out"}}]}]))
+    env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+           "-e", json.dumps({"ansible_python_interpreter": sys.executable, "ansible_become": False})] + list(flags)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(re.search(r'"out": (\{.*?\n    \})', r.stdout, re.S).group(1)), r.stdout
+
+
+def test_the_module_writes_changes_only_what_differs_and_removes(tmp_path):
+    root = tmp_path / "root"
+    conf, helper, gone = root / "etc/modprobe.d/gdrdrv.conf", root / "libexec/gdrdrv-mknod", root / "etc/old"
+    files = [entry(dest=str(conf)), entry(dest=str(helper), content="#!/bin/sh\necho ok\n", mode="0755"),
+             entry(dest=str(gone), state="absent", content=None)]
+    out, text = run_module(tmp_path, files, "--check", "--diff")
+    assert out["changed"] and out["changed_files"] == [str(conf), str(helper)] and not root.exists()
+    assert "+options gdrdrv dbg_enabled=0" in text  # the diff of a file check mode would create
+    out, dummy = run_module(tmp_path, files)
+    assert [f["action"] for f in out["files"]] == ["created", "created", "ok"] and out["ran"] == []
+    assert conf.read_text() == "options gdrdrv dbg_enabled=0\n" and oct(helper.stat().st_mode & 0o777) == "0o755"
+    assert sorted(os.listdir(conf.parent)) == ["gdrdrv.conf"]  # no temporary file left beside it
+    out, dummy = run_module(tmp_path, files)
+    assert out["changed"] is False and [f["action"] for f in out["files"]] == ["ok", "ok", "ok"]
+    helper.chmod(0o777)
+    gone.write_text("left by an older release\n")
+    files[0]["content"] = "options gdrdrv dbg_enabled=1\n"
+    out, text = run_module(tmp_path, files, "--diff")
+    assert [f["action"] for f in out["files"]] == ["updated", "mode", "removed"]
+    assert "-options gdrdrv dbg_enabled=0" in text and "+options gdrdrv dbg_enabled=1" in text
+    assert conf.read_text() == "options gdrdrv dbg_enabled=1\n" and oct(helper.stat().st_mode & 0o777) == "0o755"
+    assert not gone.exists()
+
+
+def test_a_directory_where_a_file_goes_stops_the_call(tmp_path):
+    (tmp_path / "root/etc/gdrdrv.conf").mkdir(parents=True)
+    playbook = tmp_path / "p.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_files": {"files": [entry(dest=str(tmp_path / "root/etc/gdrdrv.conf"))]}}]}]))
+    env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    r = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                        str(playbook), "-e", json.dumps({"ansible_python_interpreter": sys.executable,
+                                                          "ansible_become": False})],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "is there and is no regular file: move it away, then run again" in r.stdout
