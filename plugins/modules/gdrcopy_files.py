@@ -93,12 +93,12 @@ ran:
 
 import os
 import re
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import current, put
 
 MODE_RE = re.compile(r"^0?[0-7]{3}\Z")
 FILE_SPEC = dict(
@@ -124,20 +124,6 @@ def check_entry(entry):
     return None
 
 
-def current(dest):
-    """(bytes, mode, uid) of a regular file at dest; None when there is none; 'other' for a directory or the like."""
-    try:
-        st = os.lstat(dest)
-    except OSError:
-        return None
-    if os.path.islink(dest):
-        return (None, None, None)  # a link: replaced by the file (or removed)
-    if not os.path.isfile(dest):
-        return "other"
-    with open(dest, "rb") as f:
-        return (f.read(), st.st_mode & 0o7777, st.st_uid)
-
-
 def action_for(entry, have, uid):
     """What has to happen to one file: created, updated, mode, removed or ok (pure)."""
     if entry["state"] == "absent":
@@ -157,28 +143,6 @@ def text_of(body):
         return to_text(body, errors="strict") if body is not None else ""
     except UnicodeError:
         return "(binary, %d bytes)\n" % len(body)
-
-
-def write(module, entry):
-    """The content through a temporary file in the same directory, then a rename; then the mode."""
-    dest = entry["dest"]
-    parent = os.path.dirname(dest)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".%s." % os.path.basename(dest))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(to_bytes(entry["content"]))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, int(entry["mode"], 8))
-        module.atomic_move(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    os.chmod(dest, int(entry["mode"], 8))  # atomic_move keeps the mode of a file it replaces
-    if os.stat(dest).st_uid != os.geteuid():
-        os.chown(dest, os.geteuid(), os.getegid())
 
 
 def after_commands(module, needed):
@@ -233,7 +197,7 @@ def run(module):
             os.chmod(dest, int(entry["mode"], 8))
             os.chown(dest, uid, os.getegid())
         else:
-            write(module, entry)
+            put(module, dest, to_bytes(entry["content"]), int(entry["mode"], 8))
     if diffs:
         result["diff"] = diffs
     if result["changed"] and not module.check_mode:

@@ -216,7 +216,9 @@ def destinations():
     module = "gpufleet.gdrcopy.gdrcopy_files"
     role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
     entries = [f for step in role_vars["__gdrcopy_files"].values() if isinstance(step, list) for f in step]
-    for entry in entries + role_vars["__gdrcopy_kernel_hook_files"]:  # gdrcopy_files writes these
+    mok_vars = yaml.safe_load((REPO / "roles" / "mok_signing" / "vars" / "main.yml").read_text())
+    entries += role_vars["__gdrcopy_kernel_hook_files"] + mok_vars["__mok_signing_files"]
+    for entry in entries:  # gdrcopy_files writes these
         yield "vars/main.yml", module, entry["dest"], {"name": entry["dest"], module: entry}
     for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
         for task in iter_tasks(yaml.safe_load(path.read_text()) or []):
@@ -359,4 +361,5 @@ def test_every_managed_path_changed_makes_the_host_not_converged(working_root, p
 def test_the_files_that_gdrcopy_files_writes_are_checked_too():
     dests = [d for dummy, m, d, dummy in destinations() if m == "gpufleet.gdrcopy.gdrcopy_files"]
     assert {"/etc/systemd/system/gdrcopy.service", "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
-            "{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf"} <= set(dests)
+            "{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf",
+            "{{ __mok_signing_libexec }}/mok-keygen"} <= set(dests)

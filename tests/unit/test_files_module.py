@@ -132,3 +132,67 @@ def test_a_directory_where_a_file_goes_stops_the_call(tmp_path):
                                                           "ansible_become": False})],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "is there and is no regular file: move it away, then run again" in r.stdout
+
+
+# --- run() in process, with the module's few calls given ----------------------------------------------------------
+
+class Failed(Exception):
+    pass
+
+
+class Stub:
+    def __init__(self, files, check_mode=False, diff=False):
+        self.params, self.check_mode, self._diff, self.calls = {"files": files}, check_mode, diff, []
+
+    @staticmethod
+    def atomic_move(src, dest):
+        os.rename(src, dest)
+
+    def fail_json(self, msg, **kw):
+        raise Failed(msg)
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return "/usr/sbin/" + name
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return 0, "", ""
+
+
+def test_run_writes_then_runs_what_the_changed_files_ask_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(M, "in_chroot", lambda: False)
+    monkeypatch.setattr(M.os.path, "isdir", lambda p, isdir=os.path.isdir: p == "/run/systemd/system" or isdir(p))
+    unit, conf = tmp_path / "gdrcopy.service", tmp_path / "ld/gdrcopy.conf"
+    files = [entry(dest=str(unit), content="[Unit]\n", after="daemon-reload"),
+             entry(dest=str(conf), content="/opt/gdrcopy/current/lib\n", after="ldconfig")]
+    m = Stub(files, diff=True)
+    r = M.run(m)
+    assert r["ran"] == ["ldconfig", "daemon-reload"] and m.calls == [["/usr/sbin/ldconfig"],
+                                                                     ["/usr/sbin/systemctl", "daemon-reload"]]
+    assert [d["after"] for d in r["diff"]] == ["[Unit]\n", "/opt/gdrcopy/current/lib\n"]
+    m = Stub(files)
+    assert M.run(m)["changed"] is False and m.calls == []  # nothing changed: nothing runs
+    files[0]["content"] = "[Unit]\nDescription=x\n"
+    m = Stub(files, check_mode=True)
+    r = M.run(m)
+    assert r["changed_files"] == [str(unit)] and r["ran"] == [] and m.calls == [] and unit.read_text() == "[Unit]\n"
+
+
+def test_run_refuses_a_bad_entry_and_a_directory_before_writing(tmp_path):
+    with pytest.raises(Failed, match="is not an absolute file path"):
+        M.run(Stub([entry(dest="relative"), entry(dest=str(tmp_path / "x"))]))
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "d").mkdir()
+    with pytest.raises(Failed, match="is there and is no regular file"):
+        M.run(Stub([entry(dest=str(tmp_path / "d"))]))
+
+
+def test_a_link_where_a_file_goes_is_replaced_and_a_binary_file_says_so_in_the_diff(tmp_path):
+    (tmp_path / "target").write_text("x\n")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    (tmp_path / "bin").write_bytes(b"\xff\xfe\x00")
+    r = M.run(Stub([entry(dest=str(tmp_path / "link"), content="file\n"),
+                    entry(dest=str(tmp_path / "bin"), content="text\n")], diff=True))
+    assert not (tmp_path / "link").is_symlink() and (tmp_path / "link").read_text() == "file\n"
+    assert (tmp_path / "target").read_text() == "x\n"
+    assert r["diff"][1]["before"] == "(binary, 3 bytes)\n"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok
 from conftest import REPO
 
 hypothesis = pytest.importorskip("hypothesis")  # requirements-test.txt; a bare ansible-core matrix venv lacks it
@@ -200,16 +201,10 @@ TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles"
 TEMPLATES.filters["quote"] = shlex.quote  # ansible's quote filter is shlex.quote
 
 
-MOK_TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "roles" / "mok_signing" / "templates")),
-                                   undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-MOK_TEMPLATES.filters["quote"] = shlex.quote
-
-
 def dkms_reads(key, cert, tmp_dir):
-    """What DKMS's bash reads from the rendered framework.conf.d drop-in (it sources the file)."""
+    """What DKMS's bash reads from the framework.conf.d drop-in gdrcopy_mok writes (it sources the file)."""
     conf = Path(tmp_dir) / "gdrcopy-ansible.conf"
-    conf.write_text(MOK_TEMPLATES.get_template("dkms-framework.conf.j2").render(
-        ansible_managed="Ansible managed", __mok_signing_key_path=key, mok_signing_cert_path=cert))
+    conf.write_text(gdrcopy_mok.dkms_dropin(key, cert))
     out = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\0%s" "$mok_signing_key" "$mok_certificate"', "-",
                           str(conf)], capture_output=True, text=True, check=True).stdout
     return out.split("\0")

@@ -1,0 +1,348 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gdrcopy_mok
+short_description: Find, take or make the Machine Owner Key that signs gdrdrv, and import it for enrollment
+description:
+  - The mok_signing role's work on a host, in one call. Reads Secure Boot and what the MOK list says of every
+    candidate certificate (the text of C(mokutil --test-key), never its exit code), then picks the key by
+    O(key_source) - a pair of O(host_key_paths) that is enrolled (or in db) and whose private key is on the host,
+    else the controller's pair (O(controller_cert), O(controller_key)), else one generated on the host and kept in
+    O(key_dir).
+  - Stops with one sentence, before anything is written, when O(key_source=enrolled) finds no enrolled pair, when
+    Secure Boot is on, the key will need enrolling and no O(enrollment_password) is set, or when the key's
+    certificate is blocked (dbx, MokListX).
+  - Then - each only when it differs - makes O(key_dir) (0700); writes the controller's certificate, its DER form
+    and its private key (0600); or runs O(keygen) once; links O(record) to the certificate that signs; with Secure
+    Boot on, imports the certificate (C(mokutil --import), the password hashed through C(openssl passwd -6 -stdin)
+    into a 0600 file that is removed afterwards, never in an argv) unless it is trusted or pending already, leaves a
+    marker so that a later run says when a request lapsed, and sets the MokManager timeout; points DKMS at the same
+    pair (O(dkms)).
+  - In an image (O(image)) nothing is imported - Secure Boot and the MOK list belong to the nodes that boot it.
+  - Its action plugin reads O(controller_cert) and O(controller_key) on the controller.
+version_added: "0.2.0"
+author: gdrcopy-ansible contributors (@gpufleet)
+options:
+  key_source:
+    description: Where the key comes from (C(auto) - enrolled, else controller, else generate).
+    type: str
+    choices: [auto, enrolled, controller, generate]
+    default: auto
+  host_key_paths:
+    description: Pairs (C(key), C(cert)) that may already be enrolled on the host (DKMS's, shim-signed's).
+    type: list
+    elements: dict
+    default: []
+  key_dir:
+    description: Where the role keeps a generated or the controller's pair (made 0700).
+    type: path
+    required: true
+  key_cn:
+    description: The common name of a generated key.
+    type: str
+    default: gdrcopy-ansible module signing key
+  key_days:
+    description: The validity of a generated key, in days.
+    type: int
+    default: 36500
+  keygen:
+    description: The helper that makes a key pair (C(keygen DIR CN DAYS) writes C(mok.key), C(mok.pem), C(mok.der)).
+    type: path
+  controller_cert:
+    description:
+      - The controller's certificate (PEM or DER), a path on the controller (absolute, or found as the copy module
+        finds C(src)). The action plugin reads it and hands the module its content.
+    type: str
+    default: ""
+  controller_key:
+    description:
+      - The controller's private key, a path on the controller, read like O(controller_cert). It reaches the host
+        0600 and is never logged.
+    type: str
+    default: ""
+  enroll:
+    description: Import the certificate for enrollment when Secure Boot is on and it is not trusted yet.
+    type: bool
+    default: true
+  enrollment_password:
+    description: The one-time password the operator types in MokManager.
+    type: str
+    default: ""
+  mokmanager_timeout:
+    description: Seconds MokManager waits at the console (C(mokutil --timeout)); 0 leaves it as it is.
+    type: int
+    default: 0
+  reboot_ok:
+    description: The role reboots into MokManager when an enrollment is pending (only changes the report).
+    type: bool
+    default: false
+  image:
+    description: The root is an image, not a running host - nothing is imported.
+    type: bool
+    default: false
+  record:
+    description: The link to the certificate that signs (the status playbook reads it).
+    type: path
+    default: /var/lib/gdrcopy-ansible/mok-signer.der
+  dkms:
+    description: Where C(/etc/dkms/framework.conf) exists, write the drop-in that makes DKMS sign with the same pair.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Decides and refuses as a real run does, writes and imports nothing; a key not made yet is predicted
+      not enrolled, and an import predicts a pending enrollment.
+  diff_mode:
+    support: none
+    description: The files it writes are keys and certificates; RV(changes) names them.
+"""
+
+EXAMPLES = r"""
+- name: Find, take or make the signing key, and import it for enrollment
+  gpufleet.gdrcopy.gdrcopy_mok:
+    key_dir: /var/lib/gdrcopy-ansible/mok
+    keygen: /usr/local/libexec/gdrcopy-ansible/mok-keygen
+    host_key_paths: [{key: /var/lib/dkms/mok.key, cert: /var/lib/dkms/mok.pub}]
+    enrollment_password: "{{ vault_mok_password }}"
+  register: mok
+"""
+
+RETURN = r"""
+source:
+  description: Where the key came from - C(enrolled), C(controller) or C(generated).
+  returned: success
+  type: str
+key_path:
+  description: The private key that signs, on the host.
+  returned: success
+  type: str
+cert_path:
+  description: Its certificate (DER), on the host.
+  returned: success
+  type: str
+signer:
+  description: C(source), C(cn), C(serial), C(cert) and C(state) (enrolled, in_db, pending, blocked, not_enrolled, unknown).
+  returned: success
+  type: dict
+secure_boot:
+  description: Secure Boot is on.
+  returned: success
+  type: bool
+enrollment_pending:
+  description: The certificate waits for a person to confirm it in MokManager at the next boot.
+  returned: success
+  type: bool
+reimported:
+  description: This run imported it again because an earlier request lapsed.
+  returned: success
+  type: bool
+changes:
+  description: What the call wrote, made or imported (in check mode, would).
+  returned: always
+  type: list
+  elements: str
+msg:
+  description: The role's report - the signer, Secure Boot and the MOK state, and the console step when pending.
+  returned: success
+  type: str
+"""
+
+import base64
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
+
+DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
+DKMS_DROPIN = "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf"
+MARKER = "enrollment-requested"
+HASH_FILE = ".enroll-hash"
+
+ARGUMENT_SPEC = dict(
+    key_source=dict(type="str", choices=list(MOK.SOURCES), default="auto", no_log=False),
+    host_key_paths=dict(type="list", elements="dict", default=[], no_log=False),
+    key_dir=dict(type="path", required=True, no_log=False),
+    key_cn=dict(type="str", default="gdrcopy-ansible module signing key", no_log=False),
+    key_days=dict(type="int", default=36500, no_log=False),
+    keygen=dict(type="path", no_log=False),
+    # the action plugin puts the files' content here, base64-encoded
+    controller_cert=dict(type="str", default=""),
+    controller_key=dict(type="str", default="", no_log=True),
+    enroll=dict(type="bool", default=True),
+    enrollment_password=dict(type="str", default="", no_log=True),
+    mokmanager_timeout=dict(type="int", default=0),
+    reboot_ok=dict(type="bool", default=False),
+    image=dict(type="bool", default=False),
+    record=dict(type="path", default=PATHS["mok_signer"]),
+    dkms=dict(type="bool", default=True),
+)
+
+
+class Refused(Exception):
+    """A sentence that stops the host; nothing was changed."""
+
+
+def check(cmd, rc, out, err):
+    if rc != 0:
+        raise Refused("%s failed (exit %d): %s" % (" ".join(cmd), rc, (err or out).strip() or "no output"))
+    return out
+
+
+def take_controller_pair(module, h, p, pair, changes):
+    """The controller's certificate (as given, then as DER, made again on every run and replaced when it differs)
+    and private key (0600) in key_dir."""
+    key_dir, check_mode = p["key_dir"], module.check_mode
+    crt = key_dir + "/controller.crt"
+    if ensure(module, crt, base64.b64decode(p["controller_cert"]), 0o644, check_mode):
+        changes.append("wrote " + crt)
+    if not check_mode:
+        openssl = h.tool("openssl") or "openssl"
+        new = pair["cert"] + ".new"
+        for form in ("PEM", "DER"):
+            rc, out, err = h.run([openssl, "x509", "-inform", form, "-in", crt, "-outform", "DER", "-out", new])
+            if rc == 0:
+                break
+        check(["openssl", "x509", "-in", crt, "-outform", "DER"], rc, out, err)
+        with open(new, "rb") as f:
+            der = f.read()
+        os.unlink(new)
+        if ensure(module, pair["cert"], der, 0o644):
+            changes.append("wrote " + pair["cert"])
+    elif not os.path.exists(pair["cert"]):
+        changes.append("wrote " + pair["cert"])
+    if ensure(module, pair["key"], base64.b64decode(p["controller_key"]), 0o600, check_mode):
+        changes.append("wrote " + pair["key"])
+
+
+def make_key(module, h, p, pair, changes):
+    """A generated pair, made once and kept for later runs."""
+    if os.path.exists(pair["key"]):
+        return
+    changes.append("generated " + pair["key"])
+    if module.check_mode:
+        return
+    if not p["keygen"]:
+        raise Refused("no key generator given (keygen) to make %s" % pair["key"])
+    cmd = [p["keygen"], p["key_dir"], p["key_cn"], str(p["key_days"])]
+    check(cmd, *h.run(cmd))
+
+
+def link_record(module, record, cert, changes):
+    if os.path.islink(record) and os.readlink(record) == cert:
+        return
+    changes.append("linked %s to %s" % (record, cert))
+    if module.check_mode:
+        return
+    parent = os.path.dirname(record)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    tmp = "%s/.%s.new" % (parent, os.path.basename(record))
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(cert, tmp)
+    os.rename(tmp, record)
+
+
+def import_for_enrollment(module, h, p, cert, changes):
+    """mokutil --import with the password hashed into a 0600 file (never in an argv), removed afterwards; a marker
+    of the request; the MokManager timeout."""
+    if module.check_mode:
+        changes.append("imported %s for enrollment" % cert)
+        return
+    openssl, mokutil = h.tool("openssl") or "openssl", h.tool("mokutil") or "mokutil"
+    rc, out, err = module.run_command([openssl, "passwd", "-6", "-stdin"], data=p["enrollment_password"])
+    check(["openssl", "passwd", "-6", "-stdin"], rc, out, err)
+    hash_file = p["key_dir"] + "/" + HASH_FILE
+    try:
+        ensure(module, hash_file, to_bytes(out.strip() + "\n"), 0o600)
+        cmd = [mokutil, "--import", cert, "--hash-file", hash_file]
+        out = check(cmd, *h.run(cmd))
+    finally:
+        if os.path.exists(hash_file):
+            os.unlink(hash_file)
+    ensure(module, p["key_dir"] + "/" + MARKER, to_bytes(
+        "%s imported for enrollment; confirm it in MokManager at the next boot\n" % cert), 0o644)
+    if "SKIP" not in out:  # mokutil skips a key it has already
+        changes.append("imported %s for enrollment" % cert)
+    if p["mokmanager_timeout"] != 0:
+        cmd = [mokutil, "--timeout", str(p["mokmanager_timeout"])]
+        check(cmd, *h.run(cmd))
+        changes.append("set the MokManager timeout to %d s" % p["mokmanager_timeout"])
+
+
+def run(module, p, h=None):
+    """The module's work: the result (raises Refused)."""
+    h = h or F.Host(module, "/", image=p["image"])
+    pairs = p["host_key_paths"]
+    probe = F.secure_boot_facts(h, None, MOK.candidate_certs(pairs, p["key_dir"]))
+    candidates = probe["candidates"]
+    secure_boot = bool(probe.get("enabled"))
+    keys_present = [h.exists(pair.get("key", "")) for pair in pairs]
+    source, pair = MOK.choose(p["key_source"], pairs, candidates, keys_present, p["key_dir"],
+                              bool(p["controller_key"]))
+    why = MOK.refusal(p["key_source"], source, candidates, secure_boot, p["enroll"],
+                      bool(p["enrollment_password"]))
+    if why:
+        raise Refused(why)
+    changes = []
+    if source != "enrolled":
+        if not os.path.isdir(p["key_dir"]) or (os.stat(p["key_dir"]).st_mode & 0o777) != 0o700:
+            changes.append("made %s (0700)" % p["key_dir"])
+            if not module.check_mode:
+                if not os.path.isdir(p["key_dir"]):
+                    os.makedirs(p["key_dir"], 0o700)
+                os.chmod(p["key_dir"], 0o700)
+    if source == "controller":
+        take_controller_pair(module, h, p, pair, changes)
+    elif source == "generated":
+        make_key(module, h, p, pair, changes)
+    link_record(module, p["record"], pair["cert"], changes)
+    made_now = not h.exists(pair["cert"])  # check mode: a key that would be made now
+    mok = {"state": "not_enrolled", "serial": "", "subject": ""} if made_now else \
+        F.cert_mok_state(h, pair["cert"], probe["efi"])
+    requested = os.path.exists(p["key_dir"] + "/" + MARKER)
+    imported = MOK.import_needed(p["enroll"], p["image"], secure_boot, mok["state"])
+    if imported:
+        import_for_enrollment(module, h, p, pair["cert"], changes)
+        if module.check_mode:
+            mok = dict(mok, state="pending")
+        else:
+            mok = F.cert_mok_state(h, pair["cert"], probe["efi"])
+    if p["dkms"] and h.exists(DKMS_FRAMEWORK):
+        if ensure(module, DKMS_DROPIN, to_bytes(MOK.dkms_dropin(pair["key"], pair["cert"])), 0o644, module.check_mode):
+            changes.append("wrote " + DKMS_DROPIN)
+    sign = MOK.signer(source, pair["cert"], mok, p["key_cn"])
+    pending = secure_boot and sign["state"] == "pending"
+    reimported = bool(imported and requested)
+    return {"changed": bool(changes), "changes": changes, "source": source, "key_path": pair["key"],
+            "cert_path": pair["cert"], "signer": sign, "secure_boot": secure_boot, "enrollment_pending": pending,
+            "reimported": reimported, "image": p["image"],
+            "msg": MOK.report(sign, secure_boot, p["image"], reimported, pending, p["reboot_ok"],
+                              mok.get("detail", ""))}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = run(module, module.params)
+    except Refused as err:
+        module.fail_json(msg=str(err), changes=[])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
