@@ -1,0 +1,151 @@
+"""plugins/modules/gdrcopy_peermem and module_utils/gdrcopy_peermem: nvidia-peermem by nvidia_peermem_state, the
+legacy nv_peer_mem, and what the role exports and says.
+
+apply() runs against a host whose facts and commands the test gives (modprobe cannot run here); the default VM
+scenario runs the real modules: the stand-in nvidia-peermem, and a stand-in nv_peer_mem left and removed."""
+
+import copy
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
+from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_peermem as M
+
+MOFED = {"loaded": True, "peer_memory_api": True, "evidence": "/sys/kernel/mm/memory_peers lists nv_mem"}
+NONE = {"loaded": False, "peer_memory_api": None, "evidence": "ib_core is not loaded"}
+
+
+def facts(ib=MOFED, available=True, loaded=False, refcount=0, legacy_loaded=False, legacy_refcount=0, service=""):
+    return {"kernel": {"running": "6.1.0-41-amd64", "installed": [{"release": "6.1.0-41-amd64"}]},
+            "nvidia": {"version": "535.261.03", "flavor": "proprietary"},
+            "peermem": {"nvidia_peermem": {"available": available, "loaded": loaded, "refcount": refcount},
+                        "nv_peer_mem": {"available": legacy_loaded, "loaded": legacy_loaded,
+                                        "refcount": legacy_refcount, "service": service},
+                        "ib_core": copy.deepcopy(ib)}}
+
+
+class Host:
+    def __init__(self, answers=None, live=True):
+        self.live, self.calls, self.answers = live, [], answers or {}
+
+    @staticmethod
+    def tool(name):
+        return "/usr/sbin/" + name
+
+    def run(self, argv):
+        self.calls.append(argv)
+        return self.answers.get(tuple(argv[1:]), (0, "", ""))
+
+
+class Module:
+    def __init__(self, check_mode=False):
+        self.check_mode = check_mode
+
+    @staticmethod
+    def atomic_move(src, dest):
+        os.rename(src, dest)
+
+
+@pytest.fixture
+def host(monkeypatch, tmp_path):
+    """The facts the module reads, and its modprobe.d files under tmp_path."""
+    box = {"facts": facts()}
+    monkeypatch.setattr(M, "read", lambda h: box["facts"])
+    monkeypatch.setattr(PM, "BLACKLIST", {"nvidia_peermem": str(tmp_path / "gdrcopy-ansible-nvidia-peermem.conf"),
+                                          "nv_peer_mem": str(tmp_path / "gdrcopy-ansible-nv_peer_mem.conf")})
+    return box
+
+
+def params(**kw):
+    return dict({"state": "present", "legacy": "leave", "persist": True, "image": False}, **kw)
+
+
+def test_present_loads_it_and_hands_it_to_the_boot_chain(host):
+    h = Host()
+    r = M.apply(Module(), params(), h)
+    assert h.calls == [["/usr/sbin/modprobe", "nvidia-peermem"]] and r["changes"] == ["loaded nvidia-peermem"]
+    assert r["loaded"] and r["boot_modules"] == ["nvidia-peermem"] and r["report"]["action"] == "loaded"
+    assert r["msg"] == "nvidia-peermem loads after nvidia and loads at every boot, before gdrdrv"
+    host["facts"] = facts(loaded=True)
+    r = M.apply(Module(), params(), Host())
+    assert r["changed"] is False and r["loaded"] and r["report"]["action"] == "none"
+
+
+def test_required_without_the_module_fails_before_anything_changes(host):
+    host["facts"] = facts(available=False, legacy_loaded=True)
+    h = Host()
+    with pytest.raises(M.Failed) as err:
+        M.apply(Module(), params(state="required", legacy="remove"), h)
+    assert str(err.value).startswith("nvidia_peermem_state is required, but the NVIDIA driver 535.261.03 ships no "
+                                     "nvidia-peermem for kernel 6.1.0-41-amd64")
+    assert "Nothing was changed" in str(err.value) and h.calls == []
+    assert not os.path.exists(PM.BLACKLIST["nv_peer_mem"])
+
+
+def test_a_failed_load_is_reported_or_fails_when_required(host):
+    h = Host({("nvidia-peermem",): (1, "", "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument")})
+    r = M.apply(Module(), params(), h)
+    assert not r["loaded"] and r["changes"] == [] and r["report"]["msg"].endswith(
+        "; but modprobe failed: modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument")
+    with pytest.raises(M.Failed, match="^nvidia_peermem_state is required, but `modprobe nvidia-peermem` failed: "):
+        M.apply(Module(), params(state="required"), h)
+
+
+def test_a_loaded_legacy_module_that_stays_keeps_nvidia_peermem_out(host):
+    host["facts"] = facts(legacy_loaded=True, service="/lib/systemd/system/nv_peer_mem.service")
+    h = Host()
+    r = M.apply(Module(), params(), h)
+    assert h.calls == [] and r["boot_modules"] == [] and r["report"]["legacy_nv_peer_mem"]
+    assert r["msg"].startswith("the deprecated nv_peer_mem is loaded (/lib/systemd/system/nv_peer_mem.service): it "
+                               "conflicts with nvidia-peermem. nvidia_peermem_legacy_nv_peer_mem is leave: it stays. "
+                               "the deprecated nv_peer_mem is loaded and conflicts with nvidia-peermem")
+    with pytest.raises(M.Failed, match="nv_peer_mem is loaded and conflicts"):
+        M.apply(Module(), params(state="required"), h)
+
+
+def test_remove_stops_disables_blacklists_and_unloads_the_legacy_module_then_loads(host):
+    host["facts"] = facts(legacy_loaded=True, service="/lib/systemd/system/nv_peer_mem.service")
+    h = Host({("is-active", "nv_peer_mem"): (0, "active\n", ""), ("is-enabled", "nv_peer_mem"): (0, "enabled\n", "")})
+    r = M.apply(Module(), params(legacy="remove"), h)
+    assert [c[1:] for c in h.calls if c[1] not in ("is-active", "is-enabled")] == [
+        ["stop", "nv_peer_mem"], ["disable", "nv_peer_mem"], ["nv_peer_mem"], ["nvidia-peermem"]]
+    assert open(PM.BLACKLIST["nv_peer_mem"]).read().endswith("blacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\n")
+    assert r["loaded"] and "it is disabled and unloaded" in r["msg"]
+    host["facts"] = facts(legacy_loaded=True, legacy_refcount=2)
+    r = M.apply(Module(), params(legacy="remove"), Host())
+    assert "nv_peer_mem is in use (2 user(s)): it stays loaded until the next boot" in r["msg"]
+
+
+def test_absent_unloads_an_idle_module_and_keeps_it_out_at_boot(host):
+    host["facts"] = facts(loaded=True)
+    h = Host()
+    r = M.apply(Module(), params(state="absent"), h)
+    assert h.calls == [["/usr/sbin/rmmod", "nvidia_peermem"]] and not r["loaded"] and r["boot_modules"] == []
+    assert open(PM.BLACKLIST["nvidia_peermem"]).read().endswith("blacklist nvidia_peermem\ninstall nvidia_peermem /bin/false\n")
+    host["facts"] = facts(loaded=False)  # auto, with the peer-memory API: loaded again, and free to load at boot
+    r = M.apply(Module(), params(state="auto"), Host())
+    assert r["changes"] == ["loaded nvidia-peermem", "removed " + PM.BLACKLIST["nvidia_peermem"]]
+    assert not os.path.exists(PM.BLACKLIST["nvidia_peermem"])
+
+
+def test_in_use_it_stays_loaded_under_absent(host):
+    host["facts"] = facts(loaded=True, refcount=1)
+    h = Host()
+    r = M.apply(Module(), params(state="absent"), h)
+    assert h.calls == [] and r["report"]["action"] == "unloaded" and r["loaded"] is False
+
+
+def test_an_image_loads_nothing_and_says_what_boots(host):
+    host["facts"] = facts(ib=NONE)
+    h = Host(live=False)
+    r = M.apply(Module(), params(state="present", image=True), h)
+    assert h.calls == [] and r["loaded"] is False and r["boot_modules"] == ["nvidia-peermem"]
+
+
+def test_check_mode_changes_nothing(host):
+    host["facts"] = facts(legacy_loaded=True)
+    h = Host()
+    r = M.apply(Module(check_mode=True), params(legacy="remove"), h)
+    assert r["changes"] == ["wrote " + PM.BLACKLIST["nv_peer_mem"], "unloaded nv_peer_mem", "loaded nvidia-peermem"]
+    assert h.calls == [] and not os.path.exists(PM.BLACKLIST["nv_peer_mem"])
