@@ -44,10 +44,12 @@ def test_a_converged_host_reports_the_tests_of_the_run_its_record_keeps(tmp_path
     assert rc == 0 and "skipped: converged: the run that left this host as it is ran them" in out, out
 
 
-def test_verify_after_an_earlier_play_checked_the_variables(tmp_path):
-    """In site.yml preflight registers __gdrcopy_in before verify.yml runs. verify.yml must still read a checked
-    result, not a skipped one: a conditional validate task registers its skip result over the earlier value (CI of
-    8ad4277 failed so in check mode, the secureboot converge and the demo: no attribute 'gdrcopy_build_root')."""
+@pytest.mark.parametrize("preflight_passed", [False, True])
+def test_verify_after_an_earlier_play_checked_the_variables(tmp_path, preflight_passed):
+    """In site.yml preflight registers __gdrcopy_in before verify.yml runs, which then skips its own check. verify.yml
+    must still read a checked result, not a skipped one: a conditional validate task registers its skip result over
+    the earlier value (CI of 8ad4277 failed so in check mode, the secureboot converge and the demo: no attribute
+    'gdrcopy_build_root'); a skipped include registers nothing."""
     book = tmp_path / "site-order.yml"
     book.write_text(
         "- name: First play checks the variables, as preflight does\n"
@@ -58,11 +60,16 @@ def test_verify_after_an_earlier_play_checked_the_variables(tmp_path):
         "      ansible.builtin.import_role:\n"
         "        name: gpufleet.gdrcopy.gdrcopy\n"
         "        tasks_from: validate.yml\n"
+        "    - name: Preflight passed\n"
+        "      ansible.builtin.set_fact:\n"
+        "        gdrcopy_preflight_passed: %s\n"
         "- name: Then verify\n"
-        "  ansible.builtin.import_playbook: %s\n" % (REPO / "playbooks" / "verify.yml"))
+        "  ansible.builtin.import_playbook: %s\n" % (str(preflight_passed).lower(), REPO / "playbooks" / "verify.yml"))
     rc, out = play(tmp_path, str(book))
     assert rc == 0, out
     assert "skipped: no NVIDIA GPU on this host: only the GPU-less smoke check applies" in out, out
+    checks = re.findall(r"TASK \[gpufleet.gdrcopy.gdrcopy : Check and normalise the gdrcopy variables\]", out)
+    assert len(checks) == (1 if preflight_passed else 2), out
 
 
 def test_verify_skipped_by_the_idempotence_tag_records_why_and_fails_nothing(tmp_path):
