@@ -337,3 +337,19 @@ def test_roles_have_no_dependencies():
         assert meta["dependencies"] == []
         assert meta["galaxy_info"]["license"] == "MIT"
         assert meta["galaxy_info"]["min_ansible_version"] == "2.17"
+
+
+def test_a_role_whose_inputs_a_play_hands_over_validates_in_its_own_play():
+    """A play that sets another role's input (gdrcopy_chain_modules, gdrcopy_sign_command) does so after preflight
+    checked that role's variables: the receiving role must check them again in its own play, unconditionally. A
+    role that skipped its check after preflight (as the roles whose inputs nobody hands over do) built gdrdrv
+    unsigned and left nvidia-peermem out of the boot chain (found by the default scenario's reboot check)."""
+    handed = {var for names in PLAYBOOK_EXPORTS.values() for var in names}
+    for role in ROLES:
+        spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+        inputs = set(spec["argument_specs"]["main"]["options"])
+        tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+        check = next(t for t in tasks if "validate.yml" in str(t))
+        if inputs & handed:
+            assert "when" not in check and "ansible.builtin.import_tasks" in check, (role, inputs & handed, check)
+    assert {"gdrcopy_chain_modules", "gdrcopy_sign_command"} <= handed
