@@ -197,12 +197,17 @@ def running_release(h):
     return text or P.parse_proc_version_release(h.read("/proc/version") or "")
 
 
+def installed_releases(h):
+    """The installed kernels, oldest first: a module tree with its kernel/ dir and an image. Leftovers of a removed
+    kernel (only updates/ or extra/ remain) are not kernels."""
+    return [rel for rel in P.parse_kernel_release_dirs(h.listdir("/lib/modules"))
+            if (h.exists("/boot/vmlinuz-%s" % rel) or h.exists("/lib/modules/%s/vmlinuz" % rel))
+            and h.isdir("/lib/modules/%s/kernel" % rel)]
+
+
 def kernel_facts(h, mok_serial):
     installed = []
-    for rel in P.parse_kernel_release_dirs(h.listdir("/lib/modules")):
-        has_image = h.exists("/boot/vmlinuz-%s" % rel) or h.exists("/lib/modules/%s/vmlinuz" % rel)
-        if not (has_image and h.isdir("/lib/modules/%s/kernel" % rel)):
-            continue  # leftovers of a removed kernel (only updates/ or extra/ remain)
+    for rel in installed_releases(h):
         build = "/lib/modules/%s/build" % rel
         kconf = P.parse_kconfig(h.read("/boot/config-%s" % rel) or h.read(build + "/.config") or "")
         gdrdrv = module_files(h, rel, "gdrdrv")

@@ -557,14 +557,17 @@ def choose_backend(problem, dmabuf_ok, dmabuf_why):
     return {"active": "none", "reason": "%s; the DMA-BUF path is not available either (%s)" % (problem, dmabuf_why)}
 
 
+# The start of every sentence about kernel.modules_disabled=1 (the plan's blocker, the status report).
+MODULES_DISABLED = "module loading is disabled on this host (kernel.modules_disabled=1)"
+
+
 def gdrdrv_problem(facts):
     """Why gdrdrv cannot serve gdr_open on a live host right now, in words; '' when it can."""
     k, g = facts["kernel"], facts["gdrdrv"]
     dev = g["device"]
     if not g["loaded"]:
         if k["modules_disabled"]:
-            return ("module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be "
-                    "loaded until reboot")
+            return MODULES_DISABLED + ": gdrdrv cannot be loaded until reboot"
         if not k["running_installed"]:
             return ("gdrdrv is not loaded, and the running kernel %s has no module tree under /lib/modules to "
                     "install it in" % k["running"])
@@ -609,8 +612,7 @@ def _gdrdrv_warnings(facts):
     if not g["loaded"]:
         return out
     if k["modules_disabled"]:
-        out.append("module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be "
-                   "reloaded or updated until reboot")
+        out.append(MODULES_DISABLED + ": gdrdrv cannot be reloaded or updated until reboot")
     if g["srcversion"] and g["installed_srcversion"] and g["srcversion"] != g["installed_srcversion"]:
         out.append("the loaded gdrdrv (srcversion %s) is not the installed one (%s): a reload or reboot is pending"
                    % (g["srcversion"], g["installed_srcversion"]))

@@ -12,6 +12,8 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+
 
 class Blocked(Exception):
     """The host cannot be planned for: the message says why and what to do. Nothing was changed."""
@@ -33,9 +35,9 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "install for the kernels installed on this system without loading anything." % kernel.get("running"))
     if mode == "host" and kernel.get("modules_disabled"):
         raise Blocked(
-            "module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until "
-            "reboot; find what sets it (sysctl.d, a hardening service) and boot without it, or set gdrcopy_mode: "
-            "image to build and install now and load at the next boot.")
+            P.MODULES_DISABLED + ": gdrdrv cannot be loaded until reboot; find what sets it (sysctl.d, a hardening "
+            "service) and boot without it, or set gdrcopy_mode: image to build and install now and load at the next "
+            "boot.")
     if not (group_create or (info.get("groups") or {}).get(group)):
         raise Blocked(
             'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '

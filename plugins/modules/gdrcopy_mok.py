@@ -162,6 +162,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_commands as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
@@ -192,16 +194,6 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class Refused(Exception):
-    """A sentence that stops the host; nothing was changed."""
-
-
-def check(cmd, rc, out, err):
-    if rc != 0:
-        raise Refused("%s failed (exit %d): %s" % (" ".join(cmd), rc, (err or out).strip() or "no output"))
-    return out
-
-
 def take_controller_pair(module, h, p, pair, changes):
     """The controller's certificate (as given, then as DER, made again on every run and replaced when it differs)
     and private key (0600) in key_dir."""
@@ -216,7 +208,7 @@ def take_controller_pair(module, h, p, pair, changes):
             rc, out, err = h.run([openssl, "x509", "-inform", form, "-in", crt, "-outform", "DER", "-out", new])
             if rc == 0:
                 break
-        check(["openssl", "x509", "-in", crt, "-outform", "DER"], rc, out, err)
+        checked(["openssl", "x509", "-in", crt, "-outform", "DER"], rc, out, err)
         with open(new, "rb") as f:
             der = f.read()
         os.unlink(new)
@@ -236,9 +228,9 @@ def make_key(module, h, p, pair, changes):
     if module.check_mode:
         return
     if not p["keygen"]:
-        raise Refused("no key generator given (keygen) to make %s" % pair["key"])
+        raise Failed("no key generator given (keygen) to make %s" % pair["key"])
     cmd = [p["keygen"], p["key_dir"], p["key_cn"], str(p["key_days"])]
-    check(cmd, *h.run(cmd))
+    must(h, cmd)
 
 
 def link_record(module, record, cert, changes):
@@ -265,12 +257,12 @@ def import_for_enrollment(module, h, p, cert, changes):
         return
     openssl, mokutil = h.tool("openssl") or "openssl", h.tool("mokutil") or "mokutil"
     rc, out, err = module.run_command([openssl, "passwd", "-6", "-stdin"], data=p["enrollment_password"])
-    check(["openssl", "passwd", "-6", "-stdin"], rc, out, err)
+    checked(["openssl", "passwd", "-6", "-stdin"], rc, out, err)
     hash_file = p["key_dir"] + "/" + HASH_FILE
     try:
         ensure(module, hash_file, to_bytes(out.strip() + "\n"), 0o600)
         cmd = [mokutil, "--import", cert, "--hash-file", hash_file]
-        out = check(cmd, *h.run(cmd))
+        out = must(h, cmd)
     finally:
         if os.path.exists(hash_file):
             os.unlink(hash_file)
@@ -280,12 +272,12 @@ def import_for_enrollment(module, h, p, cert, changes):
         changes.append("imported %s for enrollment" % cert)
     if p["mokmanager_timeout"] != 0:
         cmd = [mokutil, "--timeout", str(p["mokmanager_timeout"])]
-        check(cmd, *h.run(cmd))
+        must(h, cmd)
         changes.append("set the MokManager timeout to %d s" % p["mokmanager_timeout"])
 
 
 def run(module, p, h=None):
-    """The module's work: the result (raises Refused)."""
+    """The module's work: the result (raises Failed)."""
     h = h or F.Host(module, "/", image=p["image"])
     pairs = p["host_key_paths"]
     probe = F.secure_boot_facts(h, None, MOK.candidate_certs(pairs, p["key_dir"]))
@@ -297,7 +289,7 @@ def run(module, p, h=None):
     why = MOK.refusal(p["key_source"], source, candidates, secure_boot, p["enroll"],
                       bool(p["enrollment_password"]))
     if why:
-        raise Refused(why)
+        raise Failed(why)
     changes = []
     if source != "enrolled":
         if not os.path.isdir(p["key_dir"]) or (os.stat(p["key_dir"]).st_mode & 0o777) != 0o700:
@@ -311,9 +303,15 @@ def run(module, p, h=None):
     elif source == "generated":
         make_key(module, h, p, pair, changes)
     link_record(module, p["record"], pair["cert"], changes)
-    made_now = not h.exists(pair["cert"])  # check mode: a key that would be made now
-    mok = {"state": "not_enrolled", "serial": "", "subject": ""} if made_now else \
-        F.cert_mok_state(h, pair["cert"], probe["efi"])
+    # The certificate's MOK state: the probe's when this call left it as the probe read it, else read again (a key
+    # made or a DER written now); a key check mode would make now is not enrolled.
+    probed = next((c for c in candidates if c["cert"] == pair["cert"] and c["exists"]), None)
+    if not h.exists(pair["cert"]):
+        mok = {"state": "not_enrolled", "serial": "", "subject": ""}
+    elif probed and not any(pair["cert"] in change for change in changes):
+        mok = probed
+    else:
+        mok = F.cert_mok_state(h, pair["cert"], probe["efi"])
     requested = os.path.exists(p["key_dir"] + "/" + MARKER)
     imported = MOK.import_needed(p["enroll"], p["image"], secure_boot, mok["state"])
     if imported:
@@ -330,18 +328,13 @@ def run(module, p, h=None):
     reimported = bool(imported and requested)
     return {"changed": bool(changes), "changes": changes, "source": source, "key_path": pair["key"],
             "cert_path": pair["cert"], "signer": sign, "secure_boot": secure_boot, "enrollment_pending": pending,
-            "reimported": reimported, "image": p["image"],
+            "reimported": reimported,
             "msg": MOK.report(sign, secure_boot, p["image"], reimported, pending, p["reboot_ok"],
                               mok.get("detail", ""))}
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    try:
-        result = run(module, module.params)
-    except Refused as err:
-        module.fail_json(msg=str(err), changes=[])
-    module.exit_json(**result)
+    C.main(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True), run)
 
 
 if __name__ == "__main__":

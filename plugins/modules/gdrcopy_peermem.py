@@ -96,6 +96,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_commands as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
@@ -109,13 +111,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class Failed(Exception):
-    """A sentence that fails the host."""
-
-
 def read(h):
-    """The facts the plan needs: the kernels, the NVIDIA driver, nvidia-peermem, nv_peer_mem and ib_core."""
-    kernels = F.kernel_facts(h, "")
+    """The facts the plan needs: the kernels (their releases only: no module signature is read), the NVIDIA driver,
+    nvidia-peermem, nv_peer_mem and ib_core."""
+    kernels = {"running": F.running_release(h), "installed": [{"release": r} for r in F.installed_releases(h)]}
     loaded = P.parse_proc_modules(h.read("/proc/modules") or "")
     return {"kernel": kernels, "nvidia": F.nvidia_facts(h, kernels), "peermem": F.peermem_facts(h, kernels, loaded)}
 
@@ -128,25 +127,18 @@ def remove_legacy(module, h, legacy, image, changes):
         if not image and h.run([systemctl, "is-active", unit])[1].strip() == "active":
             changes.append("stopped " + unit)
             if not module.check_mode:
-                run(h, [systemctl, "stop", unit])
+                must(h, [systemctl, "stop", unit])
         if h.run([systemctl, "is-enabled", unit])[1].strip() in ("enabled", "enabled-runtime", "generated"):
             changes.append("disabled " + unit)
             if not module.check_mode:
-                run(h, [systemctl, "disable", unit])
+                must(h, [systemctl, "disable", unit])
     path = PM.BLACKLIST["nv_peer_mem"]
     if ensure(module, path, to_bytes(PM.blacklist("nv_peer_mem")), 0o644, module.check_mode):
         changes.append("wrote " + path)
     if legacy["loaded"] and legacy["refcount"] == 0 and not image:
         changes.append("unloaded nv_peer_mem")
         if not module.check_mode:
-            run(h, [h.tool("rmmod") or "rmmod", "nv_peer_mem"])
-
-
-def run(h, argv):
-    rc, out, err = h.run(argv)
-    if rc != 0:
-        raise Failed("%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip() or "no output"))
-    return out
+            must(h, [h.tool("rmmod") or "rmmod", "nv_peer_mem"])
 
 
 def apply(module, p, h=None):
@@ -176,7 +168,7 @@ def apply(module, p, h=None):
     if not image and the_plan["action"] == "unload" and mod["refcount"] == 0:
         changes.append("unloaded nvidia-peermem")
         if not module.check_mode:
-            run(h, [h.tool("rmmod") or "rmmod", "nvidia_peermem"])
+            must(h, [h.tool("rmmod") or "rmmod", "nvidia_peermem"])
     path = PM.BLACKLIST["nvidia_peermem"]
     if p["state"] == "absent":
         if ensure(module, path, to_bytes(PM.blacklist("nvidia_peermem")), 0o644, module.check_mode):
@@ -192,12 +184,7 @@ def apply(module, p, h=None):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    try:
-        result = apply(module, module.params)
-    except Failed as err:
-        module.fail_json(msg=str(err), changes=[])
-    module.exit_json(**result)
+    C.main(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True), apply)
 
 
 if __name__ == "__main__":

@@ -129,3 +129,21 @@ def built_lib(tmp_path_factory):
     r = subprocess.run(["make", "-s", "lib"], cwd=tree, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     return tree
+
+
+class StubModule:
+    """What the collection's modules use of AnsibleModule when a test calls their work function directly: check
+    mode, atomic_move (a rename) and run_command (run for real)."""
+
+    def __init__(self, check_mode=False):
+        self.check_mode = check_mode
+
+    @staticmethod
+    def atomic_move(src, dest):
+        os.rename(src, dest)
+
+    @staticmethod
+    def run_command(argv, data=None):
+        import subprocess
+        r = subprocess.run(argv, input=data, capture_output=True, text=True)
+        return r.returncode, r.stdout, r.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
+from conftest import StubModule as Module
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_mok as M
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,20 +83,6 @@ def test_the_report_says_what_to_do():
 
 
 # --- the module on real files ----------------------------------------------------------------------------------
-
-class Module:
-    def __init__(self, check_mode=False):
-        self.check_mode = check_mode
-
-    @staticmethod
-    def atomic_move(src, dest):
-        os.rename(src, dest)
-
-    @staticmethod
-    def run_command(argv, data=None):
-        r = subprocess.run(argv, input=data, capture_output=True, text=True)
-        return r.returncode, r.stdout, r.stderr
-
 
 class Host:
     """A running host whose firmware the test describes: mokutil's import is recorded, openssl and the key
@@ -187,7 +174,7 @@ def test_a_lapsed_request_is_imported_again_and_said(tmp_path, firmware):
 
 def test_no_password_stops_before_anything_is_written(tmp_path, firmware):
     firmware["enabled"] = True
-    with pytest.raises(M.Refused, match="mok_signing_enrollment_password is empty"):
+    with pytest.raises(M.Failed, match="mok_signing_enrollment_password is empty"):
         M.run(Module(), params(tmp_path), Host())
     assert not (tmp_path / "mok").exists() and not (tmp_path / "state").exists()
 
@@ -235,3 +222,12 @@ def test_dkms_is_pointed_at_the_same_pair(tmp_path, firmware):
     assert "wrote %s" % dropin in r["changes"]
     assert "mok_signing_key=%s/mok/mok.key\n" % tmp_path in dropin.read_text()
     assert M.run(Module(), params(tmp_path, dkms=False), Host())["changes"] == []
+
+
+def test_the_chosen_certificate_is_read_once_when_the_call_leaves_it_as_it_was(tmp_path, firmware, monkeypatch):
+    M.run(Module(), params(tmp_path), Host())  # the key exists from now on
+    reads = []
+    real = M.F.cert_mok_state
+    monkeypatch.setattr(M.F, "cert_mok_state", lambda h, cert, efi: reads.append(cert) or real(h, cert, efi))
+    r = M.run(Module(), params(tmp_path), Host())
+    assert reads == [] and r["signer"]["state"] == "not_enrolled"  # the probe's answer, not a second mokutil call

@@ -10,6 +10,8 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
+from conftest import StubModule as Module
+from test_gdrcopy_info import working_module, working_root  # noqa: F401 (a fixture)
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_peermem as M
 
 MOFED = {"loaded": True, "peer_memory_api": True, "evidence": "/sys/kernel/mm/memory_peers lists nv_mem"}
@@ -36,15 +38,6 @@ class Host:
     def run(self, argv):
         self.calls.append(argv)
         return self.answers.get(tuple(argv[1:]), (0, "", ""))
-
-
-class Module:
-    def __init__(self, check_mode=False):
-        self.check_mode = check_mode
-
-    @staticmethod
-    def atomic_move(src, dest):
-        os.rename(src, dest)
 
 
 @pytest.fixture
@@ -149,3 +142,17 @@ def test_check_mode_changes_nothing(host):
     r = M.apply(Module(check_mode=True), params(legacy="remove"), h)
     assert r["changes"] == ["wrote " + PM.BLACKLIST["nv_peer_mem"], "unloaded nv_peer_mem", "loaded nvidia-peermem"]
     assert h.calls == [] and not os.path.exists(PM.BLACKLIST["nv_peer_mem"])
+
+
+def test_the_module_reads_what_gdrcopy_info_reads_for_the_plan(working_root):  # noqa: F811
+    """read() takes only the releases of the kernels (no module signature), yet the plan gets the same facts as
+    from gdrcopy_info's full gather, on a host tree with nvidia-peermem loaded over a MOFED ib_core."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+    m = working_module(working_root)
+    full = F.gather(m, {"root": working_root, "build_root": "/var/lib/gdrcopy-ansible/build",
+                        "prefix": "/opt/gdrcopy", "cuda_home": "/usr/local/cuda"},
+                    F.Host(m, working_root, live=True))
+    facts = M.read(F.Host(m, working_root, live=True))
+    assert facts["peermem"] == full["peermem"] and facts["nvidia"] == full["nvidia"]
+    assert PM.plan("auto", "leave", facts) == PM.plan("auto", "leave", full)
+    assert [k["release"] for k in facts["kernel"]["installed"]] == [k["release"] for k in full["kernel"]["installed"]]
