@@ -69,7 +69,7 @@ lint: setup
 
 export GDRCOPY_FULL_RUN
 unit: setup
-	pytest -q tests/unit
+	pytest -q -n auto tests/unit
 	@$(MAKE) --no-print-directory coverage
 
 # Line coverage of the decision code that moved from YAML into modules (the build pipeline that the kernel hook

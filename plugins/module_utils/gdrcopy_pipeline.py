@@ -132,6 +132,10 @@ def check_lib_spec(lib):
         bad.append("stamp")
     if not re.match(r"^[0-9]+(\.[0-9]+)+\Z", os.path.basename(str(lib.get("install_dir", "")).rstrip("/"))):
         bad.append("install_dir (must end in the version)")
+    link = lib.get("link")
+    if link is not None and not (_path_ok(link) and os.path.dirname(link.rstrip("/"))
+                                 == os.path.dirname(str(lib.get("install_dir", "")).rstrip("/"))):
+        bad.append("link (must lie beside install_dir)")
     if bad:
         raise PipelineError("lib has a bad value for %s" % ", ".join(bad))
     return lib
@@ -332,6 +336,30 @@ def install_file(src, dest):
             os.unlink(tmp)
 
 
+def point_link(link, target, check=False):
+    """Point the symbolic link at target (relative) through a temporary link and a rename, so that the loader never
+    finds no link; True when it changed (in check mode, would change)."""
+    try:
+        if os.readlink(link) == target:
+            return False
+    except OSError:
+        if os.path.lexists(link):
+            raise PipelineError("%s is there and is no symbolic link: move it away, then run again" % link)
+    if not check:
+        tmp = link + ".gdrcopy-new"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.rename(tmp, link)
+    return True
+
+
+def loader_lists(run, path):
+    """The loader cache (ldconfig -p) has path."""
+    r = run(["ldconfig", "-p"], capture_output=True, text=True, errors="replace")
+    return r.returncode == 0 and any(line.rstrip().endswith("=> " + path) for line in r.stdout.splitlines())
+
+
 # --- the pipeline --------------------------------------------------------------------------------------------
 
 def plan(spec, kernels, lib=None, modules_root=MODULES_ROOT):
@@ -420,6 +448,8 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             say(run_step(run, lib_install_argv(lib), "installing libgdrapi", limit).strip())
             result["lib"]["install"] = "installed"
         result["changed"] = True
+    if lib and lib.get("link"):
+        _link_and_cache(lib, check, run, result)
 
     # 3. signing: every built gdrdrv, in one call; the signer leaves a module it already signed untouched.
     predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] == "would build"]
@@ -470,6 +500,33 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
                 fail("depmod %s failed: %s" % (row["kernel"], last_words(r.stdout, r.stderr)))
             row["depmod"] = True
     return result
+
+
+def _link_and_cache(lib, check, run, result):
+    """The stable link (<prefix>/current) to the installed version, then the loader cache: ldconfig when the
+    library or the link changed, or when the cache does not list libgdrapi under the link (a run killed before its
+    ldconfig left it stale; this heals it)."""
+    link = lib["link"].rstrip("/")
+    target = os.path.basename(lib["install_dir"].rstrip("/"))
+    try:
+        before = os.readlink(link)
+    except OSError:
+        before = ""
+    relinked = point_link(link, target, check)
+    result["lib"]["link"] = ("would point" if check else "pointed") if relinked else "current"
+    if relinked:
+        result["changed"] = True
+        result["diff"].append({"before_header": link, "after_header": link,
+                               "before": before and "-> %s\n" % before, "after": "-> %s\n" % target})
+    result["lib"]["ldconfig"] = False
+    if check:
+        return
+    if relinked or result["lib"]["install"] == "installed" or not loader_lists(
+            run, os.path.join(link, "lib", "libgdrapi.so")):
+        r = run(["ldconfig"], capture_output=True, text=True, errors="replace")
+        if r.returncode != 0:
+            raise PipelineError("ldconfig failed: %s" % last_words(r.stdout, r.stderr), result)
+        result["lib"]["ldconfig"] = result["changed"] = True
 
 
 def write_record(path, spec, check=False):

@@ -13,8 +13,8 @@ module: gdrcopy_build
 short_description: Build libgdrapi and gdrdrv for every kernel, sign gdrdrv and install both, all or nothing
 description:
   - One call does the whole per-host pipeline of the gdrcopy role, in this order - build libgdrapi, build gdrdrv
-    for each kernel, install the library, sign each gdrdrv, install each gdrdrv, run depmod for each kernel whose
-    module changed.
+    for each kernel, install the library (and point O(lib.link) at it, then refresh the loader cache), sign each
+    gdrdrv, install each gdrdrv, run depmod for each kernel whose module changed.
   - Each build runs the C(gdrcopy-build) helper, which checks the node's tarball against its sha256, builds in
     C(<dir>.new) and renames it into place, so a failed or killed build leaves the previous one. A build is redone
     exactly when its stamp (its inputs) differs from the one in its directory; every compile is logged.
@@ -114,6 +114,13 @@ options:
         description: The C(gdrcopy-install) helper.
         type: path
         required: true
+      link:
+        description:
+          - A stable symbolic link beside O(lib.install_dir) (C(<prefix>/current)), pointed at the installed version
+            through a temporary link and a rename. Then the loader cache is refreshed (C(ldconfig)) when the
+            library or the link changed, or when C(ldconfig -p) does not list C(<link>/lib/libgdrapi.so).
+          - Left out, neither the link nor the loader cache is touched.
+        type: path
   install:
     description: Install what is built. V(false) only builds (fleet builds, before they are shared).
     type: bool
@@ -144,6 +151,7 @@ EXAMPLES = r"""
       install_dir: /opt/gdrcopy/2.6
       install_targets: [lib_install]
       install_helper: /usr/local/libexec/gdrcopy-ansible/gdrcopy-install
+      link: /opt/gdrcopy/current
     driver:
       build_helper: /usr/local/libexec/gdrcopy-ansible/gdrcopy-build
       tarball: /var/lib/gdrcopy-ansible/build/src/gdrcopy-2.6-c9eaf059.tar.gz
@@ -170,6 +178,12 @@ lib:
     install:
       description: C(current), C(installed), C(would install) or C(skipped).
       type: str
+    link:
+      description: C(current), C(pointed) or C(would point) (with O(lib.link)).
+      type: str
+    ldconfig:
+      description: Whether the loader cache was refreshed (with O(lib.link)).
+      type: bool
 kernels:
   description: One entry per kernel, in the order given.
   returned: always
@@ -230,6 +244,7 @@ LIB_OPTIONS = dict(
     install_dir=dict(type="path", required=True),
     install_targets=dict(type="list", elements="str", required=True),
     install_helper=dict(type="path", required=True),
+    link=dict(type="path"),
 )
 ARGUMENT_SPEC = dict(
     kernels=dict(type="list", elements="str", required=True),

@@ -14,7 +14,8 @@ short_description: Put a role's files on a host in one call, each by a temporary
 description:
   - Writes each file of O(files) whose content, mode or owner differs from what is wanted, through a temporary file
     in the same directory and a rename (C(AnsibleModule.atomic_move)), so a reader or a killed run never sees half a
-    file; removes each one whose O(files[].state) is C(absent). Missing parent directories are made (mode 0755).
+    file; removes each one whose O(files[].state) is C(absent); makes each directory whose O(files[].state) is
+    C(directory) (or sets its mode). Missing parent directories are made (mode 0755).
   - The roles give the content (rendered by the C(ansible.builtin.template) or read by the C(ansible.builtin.file)
     lookup on the controller), so one module start on the host replaces a copy or template task per file (each of
     which starts two).
@@ -30,7 +31,7 @@ options:
     required: true
     suboptions:
       dest:
-        description: Absolute path of the file, without C(..) components.
+        description: Absolute path of the file (or directory), without C(..) components.
         type: str
         required: true
       content:
@@ -41,9 +42,10 @@ options:
         type: str
         default: "0644"
       state:
-        description: C(present) writes the file; C(absent) removes it (and nothing else).
+        description: C(present) writes the file; C(absent) removes it (and nothing else); C(directory) makes a
+          directory with O(files[].mode) (its content is left alone).
         type: str
-        choices: [present, absent]
+        choices: [present, absent, directory]
         default: present
       after:
         description: What to run once after the writes when this file changed.
@@ -93,6 +95,7 @@ ran:
 
 import os
 import re
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
@@ -105,7 +108,7 @@ FILE_SPEC = dict(
     dest=dict(type="str", required=True),
     content=dict(type="str"),
     mode=dict(type="str", default="0644"),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "directory"], default="present"),
     after=dict(type="str", choices=["none", "ldconfig", "daemon-reload"], default="none"),
 )
 ARGUMENT_SPEC = dict(files=dict(type="list", elements="dict", required=True, options=FILE_SPEC))
@@ -116,9 +119,11 @@ def check_entry(entry):
     dest = entry["dest"]
     if not dest.startswith("/") or "\0" in dest or ".." in dest.split("/") or dest.endswith("/"):
         return "files: %r is not an absolute file path without '..'" % dest
-    if entry["state"] == "present":
-        if entry["content"] is None:
-            return "files: %s has no content" % dest
+    if entry["state"] == "directory" and entry["content"] is not None:
+        return "files: %s is a directory and has no content" % dest
+    if entry["state"] == "present" and entry["content"] is None:
+        return "files: %s has no content" % dest
+    if entry["state"] != "absent":
         if not MODE_RE.match(entry["mode"] or ""):
             return "files: %s has mode %r, not an octal mode such as 0644" % (dest, entry["mode"])
     return None
@@ -130,6 +135,8 @@ def action_for(entry, have, uid):
         return "ok" if have is None else "removed"
     if have is None:
         return "created"
+    if entry["state"] == "directory":
+        return "ok" if have[1] == int(entry["mode"], 8) and have[2] == uid else "mode"
     body, mode, owner = have
     if body is None or body != to_bytes(entry["content"]):
         return "updated"
@@ -143,6 +150,15 @@ def text_of(body):
         return to_text(body, errors="strict") if body is not None else ""
     except UnicodeError:
         return "(binary, %d bytes)\n" % len(body)
+
+
+def current_directory(dest):
+    """(None, mode, uid) of a directory at dest (not a link to one); None when nothing is there; else 'other'."""
+    try:
+        st = os.lstat(dest)
+    except OSError:
+        return None
+    return (None, st.st_mode & 0o7777, st.st_uid) if stat.S_ISDIR(st.st_mode) else "other"
 
 
 def after_commands(module, needed):
@@ -175,9 +191,10 @@ def run(module):
     diffs, needed = [], set()
     for entry in entries:
         dest = entry["dest"]
-        have = current(dest)
+        have = current_directory(dest) if entry["state"] == "directory" else current(dest)
         if have == "other":
-            module.fail_json(msg="%s is there and is no regular file: move it away, then run again" % dest, **result)
+            module.fail_json(msg="%s is there and is no %s: move it away, then run again" % (
+                dest, "directory" if entry["state"] == "directory" else "regular file"), **result)
         action = action_for(entry, have, uid)
         result["files"].append({"dest": dest, "action": action})
         if action == "ok":
@@ -185,13 +202,19 @@ def run(module):
         result["changed"] = True
         result["changed_files"].append(dest)
         needed.add(entry["after"])
-        if module._diff and action in ("created", "updated", "removed"):
+        if module._diff and action in ("created", "updated", "removed") and entry["state"] != "directory":
             before = text_of(have[0]) if have and have[0] is not None else ""
             diffs.append({"before_header": dest, "after_header": dest, "before": before,
                           "after": "" if entry["state"] == "absent" else entry["content"]})
         if module.check_mode:
             continue
-        if action == "removed":
+        if entry["state"] == "directory":
+            if action == "created":
+                os.makedirs(dest, int(entry["mode"], 8))
+            os.chmod(dest, int(entry["mode"], 8))
+            if os.stat(dest).st_uid != uid:
+                os.chown(dest, uid, os.getegid())
+        elif action == "removed":
             os.unlink(dest)
         elif action == "mode":
             os.chmod(dest, int(entry["mode"], 8))

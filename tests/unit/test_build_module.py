@@ -77,16 +77,25 @@ def host(tmp_path):
                    "nvidia_src_dir": "/usr/src/nv", "flavor": "open", "module_subdir": "updates/gdrcopy",
                    "sign_command": [str(signer), "--key", "/k", "--cert", "/c"], "timeout": 600},
     }
-    return {"tmp": tmp_path, "modules": modules, "params": params, "depmod": []}
+    return {"tmp": tmp_path, "modules": modules, "params": params, "depmod": [], "ldconfig": [], "cache": ""}
 
 
 def call(host, check=False, **changes):
+    params = dict(host["params"], **changes)
+
     def run(argv, **kw):
         if argv[0] == "depmod":
             host["depmod"].append(argv[1])
             return subprocess.CompletedProcess(argv, 0, "", "")
+        if argv[0] == "ldconfig":  # the loader cache of this node: what the last ldconfig found under the link
+            host["ldconfig"].append(argv[1:])
+            if argv[1:] == ["-p"]:
+                return subprocess.CompletedProcess(argv, 0, host["cache"], "")
+            link = Path(params["lib"].get("link") or "/nonexistent")
+            host["cache"] = "".join("\tlibgdrapi.so (libc6,x86-64) => %s\n" % (link / "lib" / f.name)
+                                    for f in sorted((link / "lib").glob("libgdrapi.so*")))
+            return subprocess.CompletedProcess(argv, 0, "", "")
         return subprocess.run(argv, **kw)
-    params = dict(host["params"], **changes)
     return M.build(params, check=check, modules_root=str(host["modules"]), run=run)
 
 
@@ -143,6 +152,32 @@ def test_a_new_kernel_costs_one_compile(host):
     assert error is None and result["built"] == [K2] and result["installed"] == [K2]
     assert result["lib"] == {"build": "current", "install": "current"}
     assert len(compiles(host)) == 3
+
+
+def test_the_stable_link_points_at_the_install_and_the_loader_cache_lists_it(host):
+    link = host["tmp"] / "opt" / "gdrcopy" / "current"
+    lib = dict(host["params"]["lib"], link=str(link))
+    result, error = call(host, check=True, lib=lib)
+    assert error is None and result["lib"]["link"] == "would point" and not os.path.lexists(link)
+    assert host["ldconfig"] == []  # check mode runs nothing
+    result, error = call(host, lib=lib)
+    assert error is None and os.readlink(link) == "2.6", result
+    assert result["lib"]["link"] == "pointed" and result["lib"]["ldconfig"] and host["ldconfig"] == [[]]
+    assert "=> %s/lib/libgdrapi.so\n" % link in host["cache"]
+    result, error = call(host, lib=lib)
+    assert error is None and result["changed"] is False and host["ldconfig"] == [[], ["-p"]], result
+    assert result["lib"] == {"build": "current", "install": "current", "link": "current", "ldconfig": False}
+    # A run killed before its ldconfig left the cache without libgdrapi: the next run heals it (a change).
+    host["cache"] = ""
+    result, error = call(host, lib=lib)
+    assert error is None and result["changed"] and result["lib"]["ldconfig"] and host["cache"], result
+
+
+def test_a_link_path_that_is_no_link_stops_the_install(host):
+    link = host["tmp"] / "opt" / "gdrcopy" / "current"
+    link.mkdir(parents=True)
+    result, error = call(host, lib=dict(host["params"]["lib"], link=str(link)))
+    assert error == "%s is there and is no symbolic link: move it away, then run again" % link and link.is_dir()
 
 
 def test_check_mode_predicts_per_kernel_and_writes_nothing(host):
@@ -283,7 +318,8 @@ def test_a_kernel_that_is_no_release_is_refused(host, kernel):
 
 
 @pytest.mark.parametrize("key,value", [("targets", ["lib; rm -rf /"]), ("install_targets", []),
-                                       ("install_dir", "/opt/gdrcopy/current"), ("dir", "lib")])
+                                       ("install_dir", "/opt/gdrcopy/current"), ("dir", "lib"),
+                                       ("link", "/etc/current"), ("link", "current")])
 def test_a_bad_library_value_is_named(host, key, value):
     with pytest.raises(P.PipelineError, match="lib has a bad value for %s" % key):
         call(host, lib=dict(host["params"]["lib"], **{key: value}))

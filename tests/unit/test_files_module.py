@@ -30,6 +30,8 @@ def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enable
     (entry(mode="644; chmod 777 /"), "has mode '644; chmod 777 /', not an octal mode such as 0644"),
     (entry(mode="0999"), "not an octal mode"),
     (entry(content=None), "files: /etc/modprobe.d/gdrdrv.conf has no content"),
+    (entry(state="directory"), "files: /etc/modprobe.d/gdrdrv.conf is a directory and has no content"),
+    (entry(state="directory", content=None, mode="rwx"), "has mode 'rwx', not an octal mode"),
 ])
 def test_a_bad_entry_is_refused_with_its_path(bad, sentence):
     assert sentence in M.check_entry(bad)
@@ -99,22 +101,27 @@ def run_module(tmp_path, files, *flags):
 def test_the_module_writes_changes_only_what_differs_and_removes(tmp_path):
     root = tmp_path / "root"
     conf, helper, gone = root / "etc/modprobe.d/gdrdrv.conf", root / "libexec/gdrdrv-mknod", root / "etc/old"
+    src = root / "var/build/src"
     files = [entry(dest=str(conf)), entry(dest=str(helper), content="#!/bin/sh\necho ok\n", mode="0755"),
-             entry(dest=str(gone), state="absent", content=None)]
+             entry(dest=str(gone), state="absent", content=None),
+             entry(dest=str(src), state="directory", content=None, mode="0755")]
     out, text = run_module(tmp_path, files, "--check", "--diff")
-    assert out["changed"] and out["changed_files"] == [str(conf), str(helper)] and not root.exists()
+    assert out["changed"] and out["changed_files"] == [str(conf), str(helper), str(src)] and not root.exists()
     assert "+options gdrdrv dbg_enabled=0" in text  # the diff of a file check mode would create
     out, dummy = run_module(tmp_path, files)
-    assert [f["action"] for f in out["files"]] == ["created", "created", "ok"] and out["ran"] == []
+    assert [f["action"] for f in out["files"]] == ["created", "created", "ok", "created"] and out["ran"] == []
+    assert src.is_dir() and oct(src.stat().st_mode & 0o777) == "0o755"
     assert conf.read_text() == "options gdrdrv dbg_enabled=0\n" and oct(helper.stat().st_mode & 0o777) == "0o755"
     assert sorted(os.listdir(conf.parent)) == ["gdrdrv.conf"]  # no temporary file left beside it
     out, dummy = run_module(tmp_path, files)
-    assert out["changed"] is False and [f["action"] for f in out["files"]] == ["ok", "ok", "ok"]
+    assert out["changed"] is False and [f["action"] for f in out["files"]] == ["ok", "ok", "ok", "ok"]
     helper.chmod(0o777)
+    src.chmod(0o700)
     gone.write_text("left by an older release\n")
     files[0]["content"] = "options gdrdrv dbg_enabled=1\n"
     out, text = run_module(tmp_path, files, "--diff")
-    assert [f["action"] for f in out["files"]] == ["updated", "mode", "removed"]
+    assert [f["action"] for f in out["files"]] == ["updated", "mode", "removed", "mode"]
+    assert oct(src.stat().st_mode & 0o777) == "0o755"
     assert "-options gdrdrv dbg_enabled=0" in text and "+options gdrdrv dbg_enabled=1" in text
     assert conf.read_text() == "options gdrdrv dbg_enabled=1\n" and oct(helper.stat().st_mode & 0o777) == "0o755"
     assert not gone.exists()
