@@ -16,6 +16,9 @@ import os
 import re
 import stat
 
+from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
+
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
@@ -50,6 +53,23 @@ def in_chroot():
             return not P.mountinfo_has_root(f.read())
     except (IOError, OSError):
         return True
+
+
+# What setup's min subset says of the OS and its package manager that the roles read (ansible_facts).
+OS_FACT_KEYS = ("distribution", "distribution_version", "distribution_major_version", "distribution_release",
+                "os_family", "pkg_mgr")
+
+
+def os_facts(module, h):
+    """The OS facts of OS_FACT_KEYS, from Ansible's own collectors, for the system the module runs on (the host, or
+    the image root through a chroot connection); {} for a captured tree. The modules that read the host return them
+    as ansible_facts, so that no setup task has to start Python on the host for them."""
+    if h.root != "/":
+        return {}
+    facts = DistributionFactCollector().collect(module=module)
+    facts.update(PkgMgrFactCollector().collect(
+        module=module, collected_facts=dict(("ansible_" + k, v) for k, v in facts.items())))
+    return dict((k, facts.get(k) or "") for k in OS_FACT_KEYS)
 
 
 class Host:
@@ -798,6 +818,7 @@ def gather(module, params, host=None):
         "tools": dict((t, h.tool(t)) for t in TOOLS),
         "kernel_hook": kernel_hook_facts(h),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
+        "os": os_facts(module, h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)

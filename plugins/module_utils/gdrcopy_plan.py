@@ -15,6 +15,10 @@ import time
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 
 
+# The OS families the roles have package names for (roles/gdrcopy/vars/main.yml: __gdrcopy_os_packages).
+OS_FAMILIES = ("Debian", "RedHat")
+
+
 class Blocked(Exception):
     """The host cannot be planned for: the message says why and what to do. Nothing was changed."""
 
@@ -27,6 +31,13 @@ def answered(query):
 def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package):
     """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, notes}; Blocked otherwise."""
     notes = []
+    system = info.get("os") or {}
+    if system and system.get("os_family") not in OS_FAMILIES:
+        raise Blocked(
+            "%s %s (OS family %s) is not supported: gdrcopy-ansible supports the Debian family (Debian 12/13, Ubuntu "
+            "22.04/24.04) and the RedHat family (EL 8/9). Leave this host out of the run (--limit). Nothing was "
+            "changed." % (system.get("distribution") or "this OS", system.get("distribution_version") or "",
+                          system.get("os_family") or "unknown"))
     kernel = info["kernel"]
     if mode == "host" and not kernel.get("modular", True):
         raise Blocked(

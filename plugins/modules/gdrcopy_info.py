@@ -367,6 +367,14 @@ groups:
   description: Each name of I(groups) -> whether the root's C(/etc/group) has that group.
   returned: always
   type: dict
+os:
+  description:
+    - The OS and its package manager as setup's C(min) subset names them (C(distribution), C(distribution_version),
+      C(distribution_major_version), C(distribution_release), C(os_family), C(pkg_mgr)), read by Ansible's own fact
+      collectors; empty for a I(root) other than C(/).
+    - The same keys are returned as C(ansible_facts), so a play needs no setup task for them.
+  returned: always
+  type: dict
 kernel_hook:
   description:
     - The last call of the kernel postinst hook (C(/var/lib/gdrcopy-ansible/kernel-hook-status.json)) - C(kernel),
@@ -415,7 +423,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     facts = gather(module, module.params)
     del facts["tests"]  # no test is run here: gdrcopy_verify runs them
-    module.exit_json(changed=False, **facts)
+    module.exit_json(changed=False, ansible_facts=facts["os"], **facts)
 
 
 if __name__ == "__main__":

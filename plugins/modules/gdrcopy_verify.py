@@ -80,6 +80,15 @@ options:
     description: Write the record of the verified state when RV(problems) and the blockers are empty (needs O(inputs)).
     type: bool
     default: false
+  nvidia_src_dir:
+    description: As M(gpufleet.gdrcopy.gdrcopy_info)'s, so that the gdrcopy role's plan can use this result instead of
+      reading the host again.
+    type: path
+  groups:
+    description: As M(gpufleet.gdrcopy.gdrcopy_info)'s - group names reported as RV(gdrcopy_info#module:groups).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -127,6 +136,10 @@ record_written:
   description: Whether the record was written (it changed).
   returned: always
   type: bool
+ansible_facts:
+  description: The OS facts the roles read (as M(gpufleet.gdrcopy.gdrcopy_info) returns them), so no setup task runs.
+  returned: always
+  type: dict
 """
 
 import json
@@ -152,6 +165,8 @@ ARGUMENT_SPEC = dict(
     inputs=dict(type="dict"),
     watch=dict(type="list", elements="str", default=[]),
     write_record=dict(type="bool", default=False),
+    nvidia_src_dir=dict(type="path"),
+    groups=dict(type="list", elements="str", default=[]),
 )
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
@@ -207,6 +222,7 @@ def verify(module, params, host=None):
         "root": "/", "image": False, "build_root": params["build_root"], "prefix": params["prefix"],
         "cuda_home": params["cuda_home"], "release": params["release"], "mok_cert": params["mok_cert"],
         "converged_inputs": params["inputs"], "watch": params["watch"],
+        "nvidia_src_dir": params["nvidia_src_dir"], "groups": params["groups"],
         "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
         "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)
     smoke = params["smoke_result"] if smoke_given else facts.get("smoke", dict(NOT_CHECKED, expected=""))
@@ -232,7 +248,8 @@ def verify(module, params, host=None):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.exit_json(**verify(module, module.params))
+    result = verify(module, module.params)
+    module.exit_json(ansible_facts=result["os"], **result)
 
 
 if __name__ == "__main__":

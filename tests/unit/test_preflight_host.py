@@ -61,7 +61,7 @@ def preflight_inputs(tmp_path, project=REPO, **extra_vars):
     """The gdrcopy_run_inputs preflight (of `project`) sets on the controller."""
     tasks = preflight_tasks(tmp_path, project, **extra_vars)
     found = [t["hosts"]["localhost"]["ansible_facts"]["gdrcopy_run_inputs"] for t in tasks
-             if t["task"]["name"] == "Digest this run's inputs"]
+             if t["task"]["name"] == "Resolve the mode and digest this run's inputs"]
     assert len(found) == 1, tasks[-3:]
     # An untagged run of a host in host mode reads it for the converged check (ansible_run_tags is a tuple).
     read = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].startswith("Read the host, smoke-check it and compare")]
@@ -135,5 +135,35 @@ def test_an_unpinned_git_source_is_never_converged(tmp_path):
                             gdrcopy_allow_unpinned=True)
     by_name = dict((t["task"]["name"], t["hosts"]["localhost"]) for t in tasks)
     assert by_name["Read the host, smoke-check it and compare it with the record of its last verified run"].get("skipped"), by_name
-    said = by_name["Say why every step runs (an unpinned source)"]
-    assert "is not pinned (gdrcopy_allow_unpinned), so it may have moved since the last run" in said["msg"], said
+
+
+def test_the_plan_says_why_every_step_runs(tmp_path):
+    """The plan's `run` line (roles/gdrcopy/vars/main.yml: __gdrcopy_why_every_step), rendered by ansible-playbook
+    with the role's variables for an unpinned git source, a host whose record differs, and a run without the check."""
+    git = {"type": "git", "repo": "https://example.org/gdrcopy.git", "ref": "main", "pin": ""}
+    cases = {
+        "unpinned": {"__gdrcopy_in": {"source": git, "gdrcopy_fast_rerun": True}},
+        "differs": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": True},
+                    "gdrcopy_preflight_info": {"converged": {"differences": ["files./etc/modprobe.d/gdrdrv.conf changed"]},
+                                               "smoke": {"passed": False, "msg": "failed: no /dev/gdrdrv"}}},
+        "no_check": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": False},
+                     "gdrcopy_preflight_info": {"skipped": True}},
+    }
+    playbook = tmp_path / "why.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False,
+                                     "vars_files": [str(REPO / "roles" / "gdrcopy" / "vars" / "main.yml")],
+                                     "tasks": [{"name": name, "ansible.builtin.debug": {"var": "__gdrcopy_why_every_step"},
+                                                "vars": case} for name, case in cases.items()]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_COLLECTIONS_PATH=str(TEST_COLLECTIONS))
+    r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+                        "-e", json.dumps({"ansible_python_interpreter": sys.executable})],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    said = dict((t["task"]["name"], t["hosts"]["localhost"]["__gdrcopy_why_every_step"])
+                for t in json.loads(r.stdout)["plays"][0]["tasks"])
+    assert said["unpinned"] == ("not converged: the git source https://example.org/gdrcopy.git main is not pinned "
+                                "(gdrcopy_allow_unpinned), so it may have moved since the last run; every step runs.")
+    assert said["differs"] == ("not converged: files./etc/modprobe.d/gdrdrv.conf changed; the smoke check failed: "
+                               "no /dev/gdrdrv")
+    assert said["no_check"].startswith("every step runs (no converged check in this run")

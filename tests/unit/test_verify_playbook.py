@@ -38,7 +38,7 @@ def test_a_converged_host_reports_the_tests_of_the_run_its_record_keeps(tmp_path
     recorded = {"converged": {"ok": True, "verified_tests": tests}}
     rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True, gdrcopy_preflight_info=recorded)
     assert rc == 0, out
-    assert '"gpu_tests": "on GPU 0 (recorded by the last verified run)"' in out and "Total: 36, Passed: 36, Failed: 0, Waived: 0" in out, out
+    assert '"gpu tests: on GPU 0 (recorded by the last verified run)"' in out and "Total: 36, Passed: 36, Failed: 0, Waived: 0" in out, out
     rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True,
                    gdrcopy_preflight_info={"converged": {"ok": True}})
     assert rc == 0 and "skipped: converged: the run that left this host as it is ran them" in out, out
