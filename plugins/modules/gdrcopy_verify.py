@@ -85,7 +85,7 @@ options:
       reading the host again.
     type: path
   groups:
-    description: As M(gpufleet.gdrcopy.gdrcopy_info)'s - group names reported as RV(gdrcopy_info#module:groups).
+    description: As M(gpufleet.gdrcopy.gdrcopy_info)'s - group names looked up in C(/etc/group), returned as C(groups).
     type: list
     elements: str
     default: []

@@ -94,3 +94,27 @@ def test_an_image_host_without_community_general_stops_in_one_sentence(tmp_path)
             "controller: image mode through a chroot needs the community.general collection (ansible-galaxy "
             "collection install -r collections/requirements.yml); nothing was changed.") in out, out
     assert re.search(r"image : ok=0 changed=0 unreachable=0 failed=1", out), out
+
+
+@pytest.mark.parametrize("mode, connection, resolved", [
+    ("auto", "ssh", "host"), ("auto", "community.general.chroot", "image"), ("auto", "chroot", "image"),
+    ("auto", None, "host"), ("host", "chroot", "host"), ("image", "ssh", "image"), (" image ", "local", "image")])
+def test_the_mode_resolves_from_gdrcopy_mode_and_the_connection(mode, connection, resolved):
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.resolve_mode import resolve_mode
+    assert resolve_mode(mode, connection) == resolved
+
+
+def test_a_mode_that_is_no_mode_is_named():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.resolve_mode import resolve_mode
+    with pytest.raises(AnsibleFilterError, match="gdrcopy_mode is 'chroot': set it to auto, host or image"):
+        resolve_mode("chroot")
+
+
+def test_the_mode_is_resolved_in_one_place():
+    """Preflight and each role (alone, without preflight) resolve the mode through the one filter; before, four
+    expressions did, and mok_signing and nvidia_peermem ignored gdrcopy_mode."""
+    users = {p.relative_to(REPO).as_posix(): p.read_text() for p in
+             [REPO / "playbooks" / "preflight.yml"] + sorted((REPO / "roles").glob("*/vars/main.yml"))}
+    assert {p for p, text in users.items() if "gpufleet.gdrcopy.resolve_mode(ansible_connection" in text} == set(users)
+    assert not [p for p, text in users.items() if "'chroot'" in text or "chroot]" in text]
