@@ -211,7 +211,7 @@ def main(argv):
 
         for i in range(a.runs):
             wall, out = rerun(f"rerun-{i}", extra)
-            if "converged: as the last verified run left it" not in out:
+            if "converged: the host is as the last verified run left it" not in out:
                 sys.exit(f"the rerun did not find the host converged: see {WORK / f'rerun-{i}.log'}")
             site.append(wall)
             tasks.append(recap_ok(out))

@@ -89,6 +89,13 @@ options:
     type: list
     elements: str
     default: []
+  image:
+    description:
+      - Read C(/) as an image, as M(gpufleet.gdrcopy.gdrcopy_info)'s option of that name does; inside a chroot this is
+        automatic. Nothing runs on an image - no smoke check, no tests - and its record holds no
+        running state, so an image a verified run left as it is compares as converged on its next run.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -167,6 +174,7 @@ ARGUMENT_SPEC = dict(
     write_record=dict(type="bool", default=False),
     nvidia_src_dir=dict(type="path"),
     groups=dict(type="list", elements="str", default=[]),
+    image=dict(type="bool", default=False),
 )
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
@@ -216,12 +224,12 @@ def write_record(path, text):
 
 
 def verify(module, params, host=None):
-    h = host or F.Host(module, "/")
+    h = host or F.Host(module, "/", image=params.get("image", False))
     smoke_given, tests_given = params.get("smoke_result") is not None, params.get("tests_result") is not None
     facts = F.gather(module, {
-        "root": "/", "image": False, "build_root": params["build_root"], "prefix": params["prefix"],
-        "cuda_home": params["cuda_home"], "release": params["release"], "mok_cert": params["mok_cert"],
-        "converged_inputs": params["inputs"], "watch": params["watch"],
+        "root": "/", "image": params.get("image", False), "build_root": params["build_root"],
+        "prefix": params["prefix"], "cuda_home": params["cuda_home"], "release": params["release"],
+        "mok_cert": params["mok_cert"], "converged_inputs": params["inputs"], "watch": params["watch"],
         "nvidia_src_dir": params["nvidia_src_dir"], "groups": params["groups"],
         "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
         "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)

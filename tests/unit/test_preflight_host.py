@@ -145,7 +145,11 @@ def test_the_plan_says_why_every_step_runs(tmp_path):
         "unpinned": {"__gdrcopy_in": {"source": git, "gdrcopy_fast_rerun": True}},
         "differs": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": True},
                     "gdrcopy_preflight_info": {"converged": {"differences": ["files./etc/modprobe.d/gdrdrv.conf changed"]},
-                                               "smoke": {"passed": False, "msg": "failed: no /dev/gdrdrv"}}},
+                                               "live": True, "smoke": {"passed": False, "msg": "failed: no /dev/gdrdrv"}}},
+        # An image is never smoke-checked: that is no reason.
+        "image": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": True},
+                  "gdrcopy_preflight_info": {"converged": {"differences": ["kernels.6.12.0-1-amd64 is new"]},
+                                             "live": False, "smoke": {"passed": False, "msg": "not a running host"}}},
         "no_check": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": False},
                      "gdrcopy_preflight_info": {"skipped": True}},
     }
@@ -166,4 +170,5 @@ def test_the_plan_says_why_every_step_runs(tmp_path):
                                 "(gdrcopy_allow_unpinned), so it may have moved since the last run; every step runs.")
     assert said["differs"] == ("not converged: files./etc/modprobe.d/gdrdrv.conf changed; the smoke check failed: "
                                "no /dev/gdrdrv")
+    assert said["image"] == "not converged: kernels.6.12.0-1-amd64 is new"
     assert said["no_check"].startswith("every step runs (no converged check in this run")

@@ -34,7 +34,7 @@ PLAYBOOK_EXPORTS = {
     "mok_signing": {"gdrcopy_sign_command"},
     # and the nvidia_peermem play hands the gdrcopy role's boot unit the modules it loads between nvidia and gdrdrv.
     "nvidia_peermem": {"gdrcopy_chain_modules"},
-    "verify": {"gdrcopy_verify", "gdrcopy_verify_info"},
+    "verify": {"gdrcopy_verify"},
     "status": {"gdrcopy_status"},
 }
 # site.yml order: (playbook, tag); the role plays apply the role of the same name.

@@ -32,9 +32,9 @@ class Module:
         return getattr(self.inner, name)
 
 
-def run(root, check_mode=False, **kw):
+def run(root, check_mode=False, live=True, **kw):
     m = Module(working_module(root), check_mode=check_mode, diff=True)
-    return V.verify(m, params(**kw), gdrcopy_facts.Host(m, root, live=True))
+    return V.verify(m, params(**kw), gdrcopy_facts.Host(m, root, live=live))
 
 
 def test_a_verified_host_gets_its_record_and_the_next_run_finds_it_converged(working_root):  # noqa: F811
@@ -50,6 +50,24 @@ def test_a_verified_host_gets_its_record_and_the_next_run_finds_it_converged(wor
     assert again["converged"]["verified_tests"] == first["tests"]
     other = run(working_root, smoke_result=SMOKE, inputs=dict(INPUTS, gdrcopy="g2"))
     assert other["converged"]["ok"] is False
+
+
+def test_an_image_is_recorded_without_running_state_and_found_converged_but_never_as_a_running_host(
+        working_root):  # noqa: F811
+    image = dict(INPUTS, mode="image")
+    first = run(working_root, live=False, image=True, expect="2.6", tests=["sanity", "copybw"], inputs=image,
+                write_record=True)
+    assert first["live"] is False and first["problems"] == [] and first["record_written"]
+    assert first["smoke"]["ran"] is False and first["tests"]["ran"] is False, (first["smoke"], first["tests"])
+    record = json.loads(open(os.path.join(working_root, C.RECORD_PATH.lstrip("/"))).read())
+    assert "running" not in record["state"]
+    again = run(working_root, live=False, image=True, expect="2.6", inputs=image)
+    assert again["converged"]["ok"] is True, again["converged"]["differences"]
+    # The same files booted as a host: its running state is not in the record, nor is the mode.
+    booted = run(working_root, smoke_result=SMOKE, inputs=INPUTS)
+    assert booted["converged"]["ok"] is False
+    assert "the run's inputs changed: mode" in booted["converged"]["differences"]
+    assert "running is new" in booted["converged"]["differences"], booted["converged"]["differences"]
 
 
 def test_check_mode_predicts_the_record_and_writes_nothing(working_root):  # noqa: F811

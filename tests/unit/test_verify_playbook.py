@@ -79,3 +79,18 @@ def test_verify_skipped_by_the_idempotence_tag_records_why_and_fails_nothing(tmp
     assert rc == 0, out
     assert "skipped: the verification was skipped by tag (molecule-idempotence-notest)" in out, out
     assert re.search(r"this-host\s+: ok=\d+\s+changed=0 .*failed=0 ", out), out
+
+
+def test_a_check_skipped_by_its_tag_is_shown_as_skipped_and_fails_nothing(tmp_path):
+    """molecule's idempotence run skips the check by its tag: the show-and-assert task still passes and says so."""
+    rc, out = play(tmp_path, "verify.yml", "--skip-tags", "molecule-idempotence-notest")
+    assert rc == 0, out
+    assert "gpu tests: skipped: the verification was skipped by tag (molecule-idempotence-notest)" in out, out
+
+
+def test_an_image_is_read_as_one_and_nothing_runs_in_it(tmp_path):
+    """Image mode: no smoke check and no GPU test run in an image; the module still reads it (for the record)."""
+    rc, out = play(tmp_path, "verify.yml", gdrcopy_resolved_mode="image")
+    assert rc == 0, out
+    assert "smoke check: not a running host (image): nothing to open" in out, out
+    assert "gpu tests: skipped: not a running host (image): nothing to run the tests on" in out, out
