@@ -14,9 +14,10 @@ sets. Each mode starts from fresh copies. Measured in one run and printed as rat
   tasks     task results and remote module executions of one image target (callback_plugins/task_counts.py)
 
 Goals (issue [3 of 7]): fleet mode compiles once per distinct build (1 library + 2 kernels) and takes <= 0.5x the
-wall time of per-host builds; an image target runs at most 60 task results. Last, the library's entry in the controller cache is truncated and two fresh targets run
-in fleet mode: the entry must be found corrupt, compiled once again and checksummed anew. Then the host picked to
-compile the library fails (no compiler): the other host compiles what it left undone and finishes. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
+wall time of per-host builds; an image target runs at most 60 task results. Last, the library's entry in the
+controller cache is truncated and two fresh targets run in fleet mode: the entry must be found corrupt, compiled
+once again and checksummed anew. Then the host picked to compile the library fails (no compiler): the other host
+compiles what it left undone and finishes. Needs root (chroot, mounts). Not run by CI: `make bench-fleet`.
 """
 
 import argparse
