@@ -26,6 +26,7 @@ import json
 import os
 import re
 import subprocess
+import tarfile
 
 # The fixed places of the project on a host: the one source. The modules import them, the roles and playbooks read
 # them through the lookup gpufleet.gdrcopy.paths, the kernel hook through this file; tests/unit/test_paths.py fails
@@ -259,6 +260,31 @@ def lib_build_argv(spec, lib):
                                   "make"] + list(lib["targets"])
 
 
+def take_argv(spec, build_dir, stamp, take):
+    """gdrcopy-build --from: unpack the build another host made (fleet builds) as this host's, nothing compiled."""
+    return [spec["build_helper"], "--from", take["from"], "--from-sha256", take["sha256"], "--tarball",
+            spec["tarball"], "--sha256", spec["stamp_base"]["sha256"], "--dir", build_dir,
+            "--stamp", stamp_json(stamp), "--log", spec["build_log"]]
+
+
+def pack_build(build_dir, dest):
+    """A tarball of one build directory (fleet builds: what another host takes), through a temporary file and a
+    rename; returns its sha256."""
+    directory = os.path.dirname(dest)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    tmp = dest + ".gdrcopy-new"
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(build_dir, arcname=".")
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return file_sha256(dest)
+
+
 def lib_install_argv(lib):
     """gdrcopy-install: upstream's `make lib_install` staged beside the prefix, checked, stamped, swapped in."""
     return [lib["install_helper"], "--build", lib["dir"], "--dest", lib["install_dir"].rstrip("/"),
@@ -380,24 +406,48 @@ def plan(spec, kernels, lib=None, modules_root=MODULES_ROOT):
 
 
 def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MODULES_ROOT, run=subprocess.run,
-             say=lambda msg: None):
+             say=lambda msg: None, takes=None, pack=None):
     """Bring the host to the builds (and, with install, the installs) of spec, lib and kernels.
 
-    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], diff: [...]}; check predicts and
+    takes: {build dir: {from, sha256}}, builds another host made (fleet builds), unpacked instead of compiled when
+    the build is needed (a take that fails is compiled instead); pack: {dir, builds: [{dir, name}]}, builds to leave
+    as <dir>/<name>.tar.gz for other hosts (result: packed [{name, path, sha256}]).
+    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, diff}; check predicts and
     changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
     spec = check_driver_spec(spec)
     check_kernels(kernels)
     if lib:
         check_lib_spec(lib)
-    result = {"changed": False, "lib": None, "kernels": [], "diff": []}
+    result = {"changed": False, "lib": None, "kernels": [], "packed": [], "diff": []}
     try:
-        return _converge(spec, kernels, lib, install, check, modules_root, run, say, result)
+        return _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes or {}, pack)
     except PipelineError as e:
         e.results = e.results or result
         raise
 
 
-def _converge(spec, kernels, lib, install, check, modules_root, run, say, result):
+def _build(spec, build_dir, stamp, argv, what, take, check, run, say, kernel=None):
+    """One needed build: taken from another host's build when one is offered (compiled when that fails), else
+    compiled. Returns the row's state."""
+    if take:
+        if check:
+            return "would take"
+        try:
+            say(run_step(run, take_argv(spec, build_dir, stamp, take), "taking the fleet build of %s%s"
+                         % (what, " for " + kernel if kernel else ""), spec["timeout"]).strip())
+            return "taken"
+        except PipelineError as e:
+            say("%s; compiling it here instead" % e)
+    if check:
+        return "would build"
+    say(run_step(run, argv, "the %s build%s" % (what, " for " + kernel if kernel else ""), spec["timeout"]).strip())
+    return "built"
+
+
+PREDICTED = ("would build", "would take")
+
+
+def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack):
     p = plan(spec, kernels, lib, modules_root)
     limit = spec["timeout"]
     rows = dict((k["kernel"], {"kernel": k["kernel"], "build": k["build"], "sign": "off",
@@ -417,22 +467,24 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
 
     # 1. builds: the library, then gdrdrv for each kernel. Each is all or nothing; none installed before all are.
     if lib and p["lib"]["build"] == "needed":
-        if check:
-            result["lib"]["build"] = "would build"
-        else:
-            say(run_step(run, lib_build_argv(spec, lib), "the libgdrapi build", limit).strip())
-            result["lib"]["build"] = "built"
+        result["lib"]["build"] = _build(spec, lib["dir"], lib["stamp"], lib_build_argv(spec, lib), "libgdrapi",
+                                        takes.get(lib["dir"]), check, run, say)
         result["changed"] = True
     for k in p["kernels"]:
         if k["build"] != "needed":
             continue
-        if check:
-            rows[k["kernel"]]["build"] = "would build"
-        else:
-            say(run_step(run, driver_build_argv(spec, k["kernel"]), "the gdrdrv build for %s" % k["kernel"],
-                         limit).strip())
-            rows[k["kernel"]]["build"] = "built"
+        rows[k["kernel"]]["build"] = _build(spec, k["build_dir"], driver_stamp(spec, k["kernel"]),
+                                            driver_build_argv(spec, k["kernel"]), "gdrdrv",
+                                            takes.get(k["build_dir"]), check, run, say, k["kernel"])
         result["changed"] = True
+    if pack and not check:
+        for entry in pack["builds"]:
+            dest = os.path.join(pack["dir"], entry["name"] + ".tar.gz")
+            try:
+                digest = pack_build(entry["dir"], dest)
+            except (IOError, OSError, tarfile.TarError) as e:
+                fail("packing the build %s for the fleet failed: %s" % (entry["dir"], e))
+            result["packed"].append({"name": entry["name"], "path": dest, "sha256": digest})
     if not install:
         return result
 
@@ -452,7 +504,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
         _link_and_cache(lib, check, run, result)
 
     # 3. signing: every built gdrdrv, in one call; the signer leaves a module it already signed untouched.
-    predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] == "would build"]
+    predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] in PREDICTED]
     if spec["sign_command"]:
         ask = [(k["kernel"], os.path.join(k["build_dir"], MODULE_FILE)) for k in p["kernels"]
                if k["kernel"] not in predicted]
@@ -474,7 +526,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
     for k in p["kernels"]:
         row = rows[k["kernel"]]
         built = os.path.join(k["build_dir"], MODULE_FILE)
-        new = "" if row["build"] == "would build" or row["sign"].startswith("would") else sha256_or_empty(built)
+        new = "" if row["build"] in PREDICTED or row["sign"].startswith("would") else sha256_or_empty(built)
         if new and new == k["installed_sha256"]:
             row["install"] = "current"
             continue

@@ -128,6 +128,37 @@ options:
   hook_record:
     description: Write the driver options here as the kernel hook's record (only when O(install) is true).
     type: path
+  fleet:
+    description:
+      - Fleet builds (the gdrcopy role with C(gdrcopy_artifact_dir)), handled by this module's action plugin on the
+        controller around the call. The plan comes from M(gpufleet.gdrcopy.gdrcopy_fleet).
+      - O(fleet.share) - builds this host compiles for others - are packed on the host after the builds, brought to
+        O(fleet.cache) on the controller and recorded there with their sha256 (written when the controller received
+        them, through a temporary file and a rename).
+      - O(fleet.take) - builds another host made - are sent from O(fleet.cache) when the entry's checksum is the
+        recorded one, and unpacked by C(gdrcopy-build --from) (which checks that sha256 again, and the stamp inside)
+        instead of compiling; a build with no good entry, or whose unpacking fails, is compiled here.
+      - Builds travel unsigned; each host signs what it installs.
+    type: dict
+    suboptions:
+      cache:
+        description: The controller's directory of fleet builds (C(<gdrcopy_artifact_dir>/<version>-<sha12>)).
+        type: path
+        required: true
+      node_dir:
+        description: Where the host leaves the tarballs of the builds it shares.
+        type: path
+        required: true
+      share:
+        description: The builds to pack and bring to the controller, C({dir, name}) each (names as the plan gives).
+        type: list
+        elements: dict
+        default: []
+      take:
+        description: The builds to take from the controller, C({dir, name}) each.
+        type: list
+        elements: dict
+        default: []
 notes:
   - Bad options fail before anything runs, each named.
 attributes:
@@ -173,7 +204,7 @@ lib:
   type: dict
   contains:
     build:
-      description: C(current), C(built) or C(would build).
+      description: C(current), C(built), C(taken) (a fleet build unpacked), C(would build) or C(would take).
       type: str
     install:
       description: C(current), C(installed), C(would install) or C(skipped).
@@ -194,7 +225,7 @@ kernels:
       description: The kernel release.
       type: str
     build:
-      description: C(current), C(built) or C(would build).
+      description: C(current), C(built), C(taken) (a fleet build unpacked), C(would build) or C(would take).
       type: str
     sign:
       description: C(off) (no signing), C(unchanged), C(signed), C(resigned), or C(would sign) / C(would resign).
@@ -210,6 +241,28 @@ built:
   returned: always
   type: list
   elements: str
+taken:
+  description: The kernels whose gdrdrv was taken from another host's build (fleet builds).
+  returned: always
+  type: list
+  elements: str
+fleet:
+  description: With O(fleet) - what was shared and taken.
+  returned: when O(fleet) is given
+  type: dict
+  contains:
+    shared:
+      description: The names brought to the controller by this host.
+      type: list
+      elements: str
+    taken:
+      description: The names sent from the controller to be unpacked here.
+      type: list
+      elements: str
+    compiled_instead:
+      description: The names to take that had no good entry on the controller (compiled here).
+      type: list
+      elements: str
 installed:
   description: The kernels whose installed gdrdrv changed.
   returned: always
@@ -223,6 +276,7 @@ hook_record:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fleet as FLEET
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as P
 
 DRIVER_OPTIONS = dict(
@@ -246,13 +300,51 @@ LIB_OPTIONS = dict(
     install_helper=dict(type="path", required=True),
     link=dict(type="path"),
 )
+FLEET_OPTIONS = dict(
+    cache=dict(type="path", required=True),
+    node_dir=dict(type="path", required=True),
+    share=dict(type="list", elements="dict", default=[]),
+    take=dict(type="list", elements="dict", default=[]),
+)
 ARGUMENT_SPEC = dict(
     kernels=dict(type="list", elements="str", required=True),
     driver=dict(type="dict", required=True, options=DRIVER_OPTIONS),
     lib=dict(type="dict", options=LIB_OPTIONS),
     install=dict(type="bool", default=True),
     hook_record=dict(type="path"),
+    fleet=dict(type="dict", options=FLEET_OPTIONS),
 )
+
+
+def fleet_args(params, spec):
+    """The pipeline's takes ({build dir: {from, sha256}}) and pack ({dir, builds}) from O(fleet), whose take entries
+    the action plugin gave a tarball on the host (from) and the sha256 the controller recorded; every build directory
+    must be one of this call's. ({}, None) without O(fleet)."""
+    fleet = params.get("fleet")
+    if not fleet:
+        return {}, None
+    dirs = set(P.driver_build_dir(spec, k) for k in params["kernels"])
+    if params.get("lib"):
+        dirs.add(params["lib"]["dir"])
+    try:
+        share = FLEET.check_entries(fleet["share"], "fleet.share")
+        take = FLEET.check_entries(fleet["take"], "fleet.take")
+    except FLEET.FleetError as e:
+        raise P.PipelineError(str(e))
+    outside = [b["dir"] for b in share + take if b["dir"] not in dirs]
+    if outside:
+        raise P.PipelineError("fleet: %s is not a build directory of this call" % ", ".join(outside))
+    if not P._path_ok(fleet["node_dir"]):
+        raise P.PipelineError("fleet.node_dir must be an absolute path")
+    takes = {}
+    for i, t in enumerate(fleet["take"]):
+        if "from" not in t:
+            continue  # the action plugin found no good entry on the controller: compiled here
+        if not (P._path_ok(t["from"]) and isinstance(t.get("sha256"), str) and P.SHA256_RE.match(t["sha256"])):
+            raise P.PipelineError("fleet.take[%d]: an absolute tarball path (from) and a 64-hex sha256 are wanted"
+                                  % i)
+        takes[t["dir"]] = {"from": t["from"], "sha256": t["sha256"]}
+    return takes, {"dir": fleet["node_dir"], "builds": share} if share else None
 
 
 def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
@@ -262,9 +354,10 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
     P.check_kernels(params["kernels"])
     if params.get("lib"):
         P.check_lib_spec(params["lib"])
+    takes, pack = fleet_args(params, spec)
     try:
         result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
-                            modules_root=modules_root, **kwargs)
+                            modules_root=modules_root, takes=takes, pack=pack, **kwargs)
     except P.PipelineError as e:
         return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": []}), str(e)
     out = summarize(result)
@@ -282,6 +375,8 @@ def summarize(result):
     result = dict(result)
     rows = result.get("kernels") or []
     result["built"] = [r["kernel"] for r in rows if r["build"] == "built"]
+    result["taken"] = [r["kernel"] for r in rows if r["build"] == "taken"]
+    result.setdefault("packed", [])
     result["installed"] = [r["kernel"] for r in rows if r["install"] == "installed"]
     result.setdefault("hook_record", False)
     return result

@@ -375,3 +375,86 @@ def test_ansible_doc_renders_the_module():
     r = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "gpufleet.gdrcopy.gdrcopy_build"],
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "RETURN VALUES" in r.stdout and "ERROR" not in r.stderr, r.stderr
+
+
+# --- fleet builds: one host compiles and packs, another takes ---------------------------------------------------
+
+def other_host(host, name="other"):
+    """A second node with the same inputs (the same tarball and stamps), its own build root, prefix and modules."""
+    params = json.loads(json.dumps(host["params"]))
+    top = host["tmp"] / name
+    sha = params["driver"]["stamp_base"]["sha256"]
+    build = top / "build" / ("2.6-" + sha[:12])
+    params["lib"].update(dir=str(build / "lib"), install_dir=str(top / "opt" / "gdrcopy" / "2.6"))
+    params["driver"].update(driver_dir=str(build / "driver"), build_log=str(top / "build" / "builds.log"))
+    modules = top / "lib-modules"
+    for k in params["kernels"]:
+        (modules / k / "build").mkdir(parents=True)
+        (modules / k / "build" / "Makefile").write_text("")
+    return {"tmp": top, "modules": modules, "params": params, "depmod": [], "ldconfig": [], "cache": ""}
+
+
+def shares(host):
+    p = host["params"]
+    return ([{"dir": p["lib"]["dir"], "name": "lib-" + "1" * 16}]
+            + [{"dir": os.path.join(p["driver"]["driver_dir"], k), "name": "driver-%s-%s" % (k, "2" * 16)}
+               for k in p["kernels"]])
+
+
+def test_a_fleet_build_is_packed_by_its_builder_and_taken_by_another_host_without_compiling(host):
+    node_dir = str(host["tmp"] / "build" / "artifacts")
+    fleet = {"cache": "/controller/cache", "node_dir": node_dir, "share": shares(host), "take": []}
+    result, error = call(host, install=False, fleet=fleet)
+    assert error is None and result["built"] == [K1, K2] and result["installed"] == []
+    assert [p["name"] for p in result["packed"]] == [s["name"] for s in shares(host)]
+    for p in result["packed"]:
+        assert hashlib.sha256(Path(p["path"]).read_bytes()).hexdigest() == p["sha256"]
+        assert not Path(p["path"] + ".gdrcopy-new").exists()
+
+    other = other_host(host)
+    mine = shares(other)
+    take = [dict(t, sha256=p["sha256"], **{"from": p["path"]}) for t, p in zip(mine, result["packed"])]
+    got, error = call(other, fleet=dict(fleet, share=[], take=take))
+    assert error is None, error
+    assert got["lib"]["build"] == "taken" and got["taken"] == [K1, K2] and got["built"] == []
+    assert rows(got) == {K1: ("taken", "signed", "installed"), K2: ("taken", "signed", "installed")}
+    assert installed(other, K1).read_text() == f"gdrdrv for {K1} from /usr/src/nv (y)\nsigned\n"
+    assert [line.split()[1] for line in compiles(other)] == ["unpacked"] * 3
+    again, error = call(other, fleet=dict(fleet, share=[], take=take))
+    assert error is None and again["changed"] is False and again["taken"] == []
+
+
+def test_a_fleet_build_whose_checksum_is_not_the_recorded_one_is_compiled_instead(host):
+    fleet = {"cache": "/c", "node_dir": str(host["tmp"] / "artifacts"), "share": shares(host), "take": []}
+    result, dummy = call(host, install=False, fleet=fleet)
+    other = other_host(host)
+    take = [dict(t, sha256="0" * 64, **{"from": p["path"]}) for t, p in zip(shares(other), result["packed"])]
+    got, error = call(other, fleet=dict(fleet, share=[], take=take))
+    assert error is None and got["built"] == [K1, K2] and got["taken"] == [] and got["lib"]["build"] == "built"
+    assert [line.split()[1] for line in compiles(other)] == ["built"] * 3
+
+
+def test_check_mode_predicts_taking_and_packs_nothing(host):
+    other = other_host(host)
+    take = [dict(t, sha256="a" * 64, **{"from": "/controller/x.tar.gz"}) for t in shares(other)]
+    fleet = {"cache": "/c", "node_dir": str(other["tmp"] / "artifacts"), "share": [], "take": take}
+    got, error = call(other, check=True, fleet=fleet)
+    assert error is None and rows(got)[K1] == ("would take", "would sign", "would install")
+    assert got["lib"]["build"] == "would take" and not (other["tmp"] / "build").exists()
+    result, error = call(host, check=True, install=False, fleet=dict(fleet, take=[], share=shares(host)))
+    assert error is None and result["packed"] == [] and not (other["tmp"] / "artifacts").exists()
+
+
+@pytest.mark.parametrize("fleet, named", [
+    ({"share": [{"dir": "/elsewhere/k", "name": "lib-" + "1" * 16}]}, "/elsewhere/k is not a build directory"),
+    ({"share": [{"dir": "/x", "name": "lib;rm"}]}, "fleet.share[0]: a build name"),
+    ({"take": [{"dir": "LIB", "name": "lib-" + "1" * 16, "from": "/t.tgz", "sha256": "xyz"}]}, "fleet.take[0]: an"),
+    ({"node_dir": "relative"}, "fleet.node_dir must be an absolute path"),
+])
+def test_bad_fleet_values_are_named_before_anything_runs(host, fleet, named):
+    lib_dir = host["params"]["lib"]["dir"]
+    fleet = json.loads(json.dumps(fleet).replace('"LIB"', json.dumps(lib_dir)))
+    args = dict({"cache": "/c", "node_dir": "/n", "share": [], "take": []}, **fleet)
+    with pytest.raises(P.PipelineError, match=re.escape(named)):
+        call(host, fleet=args)
+    assert compiles(host) == []
