@@ -22,6 +22,8 @@ def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=
     allow_failure, a failed run ends the benchmark with the log's path. The task counts per host (task results and
     remote module executions, callback_plugins/task_counts.py) are left in <logfile>.counts.json (task_counts())."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               # The checkout as gpufleet.gdrcopy, then what `make setup` unpacked (community.general: chroot).
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(str(REPO / d) for d in ("collections", ".cache/collections")),
                # Each log ends with the slowest tasks (where the time went); task_counts counts the executions.
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks,task_counts", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25",
                ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
