@@ -140,3 +140,32 @@ def differences(record, state, inputs, limit=5):
             out.append("the run's inputs changed: %s" % part)
     _walk(kernels_by_release(record.get("state") or {}), kernels_by_release(state), "", out, limit)
     return out[:limit]
+
+
+# --- the verdict of a verified host (gdrcopy_verify, its module and its action plugin) ---------------------------
+
+def problems(smoke, tests, gdrdrv):
+    """What is wrong with a verified host, each as the sentence the playbook stops with."""
+    out = []
+    if smoke.get("ran") and not smoke.get("passed"):
+        out.append("the gdrcopy smoke check failed: %s" % smoke.get("msg", ""))
+    sanity = tests.get("sanity") or {}
+    if tests.get("ran") and "sanity" in tests and not sanity.get("ok"):
+        out.append("gdrcopy_sanity failed on GPU %s (%s, exit code %s): %s" % (
+            tests.get("gpu_id"), " ".join(sanity.get("argv") or []), sanity.get("rc"), sanity.get("msg", "")))
+    device = gdrdrv.get("device") or {}
+    if gdrdrv.get("loaded") and not device.get("ok"):
+        out.append("gdrdrv is loaded (major %s in /proc/devices) but /dev/gdrdrv is %s: gdrdrv makes no device node "
+                   "itself. Run the gdrcopy role again (--tags gdrcopy) to make it." % (
+                       gdrdrv.get("major"), "a character device with major %s" % device.get("major")
+                       if device.get("is_char") else ("not a character device" if device.get("exists") else "missing")))
+    return out
+
+
+def from_read(read, smoke=None, tests=None):
+    """The verification of a host from this run's read of it (a converged host): nothing is read again."""
+    smoke = smoke if smoke is not None else read.get("smoke") or {}
+    tests = tests if tests is not None else read.get("tests") or {}
+    result = dict(read, smoke=smoke, tests=tests, record_written=False, changed=False)
+    result["problems"] = problems(smoke, tests, read.get("gdrdrv") or {})
+    return result

@@ -96,6 +96,13 @@ options:
         running state, so an image a verified run left as it is compares as converged on its next run.
     type: bool
     default: false
+  read:
+    description:
+      - This run's read of the host, by an earlier call of this module that found it converged (preflight's
+        result). Given, nothing is read, run or written on the host - the action plugin answers on the controller
+        with that read, O(smoke_result) and O(tests_result) (both as given, else the read's), and the problems they
+        show. A converged host was read, smoke-checked and compared with its record moments ago in the same run.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -175,26 +182,12 @@ ARGUMENT_SPEC = dict(
     nvidia_src_dir=dict(type="path"),
     groups=dict(type="list", elements="str", default=[]),
     image=dict(type="bool", default=False),
+    read=dict(type="dict"),
 )
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
 
-def problems(smoke, tests, gdrdrv):
-    """What is wrong with a verified host, each as the sentence the playbook stops with."""
-    out = []
-    if smoke.get("ran") and not smoke.get("passed"):
-        out.append("the gdrcopy smoke check failed: %s" % smoke.get("msg", ""))
-    sanity = tests.get("sanity") or {}
-    if tests.get("ran") and "sanity" in tests and not sanity.get("ok"):
-        out.append("gdrcopy_sanity failed on GPU %s (%s, exit code %s): %s" % (
-            tests.get("gpu_id"), " ".join(sanity.get("argv") or []), sanity.get("rc"), sanity.get("msg", "")))
-    device = gdrdrv.get("device") or {}
-    if gdrdrv.get("loaded") and not device.get("ok"):
-        out.append("gdrdrv is loaded (major %s in /proc/devices) but /dev/gdrdrv is %s: gdrdrv makes no device node "
-                   "itself. Run the gdrcopy role again (--tags gdrcopy) to make it." % (
-                       gdrdrv.get("major"), "a character device with major %s" % device.get("major")
-                       if device.get("is_char") else ("not a character device" if device.get("exists") else "missing")))
-    return out
+problems = C.problems
 
 
 def record_text(facts, inputs, tests):

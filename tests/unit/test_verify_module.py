@@ -102,3 +102,16 @@ def test_the_problems_are_named_one_sentence_each():
         "gdrdrv is loaded (major 236 in /proc/devices) but /dev/gdrdrv is missing: gdrdrv makes no device node "
         "itself. Run the gdrcopy role again (--tags gdrcopy) to make it."]
     assert V.problems(dict(SMOKE, ran=False, passed=False), {"ran": False}, {"loaded": False}) == []
+
+
+def test_a_converged_host_is_verified_from_this_runs_read_without_reading_again(working_root):  # noqa: F811
+    """verify.yml on a host preflight found converged: its action plugin answers from preflight's read."""
+    run(working_root, smoke_result=SMOKE, inputs=INPUTS, write_record=True)
+    read = run(working_root, expect="2.6", inputs=INPUTS)
+    assert read["converged"]["ok"] is True
+    recorded = read["converged"]["verified_tests"]
+    got = C.from_read(read, SMOKE, recorded)
+    assert got["tests"] == recorded and got["smoke"] == SMOKE and got["kernel"] == read["kernel"]
+    assert got["problems"] == [] and got["record_written"] is False and got["changed"] is False
+    broken = dict(read, gdrdrv=dict(GOOD_DEVICE, device={"ok": False, "exists": False, "is_char": False}))
+    assert "/dev/gdrdrv is missing" in C.from_read(broken)["problems"][0]

@@ -36,9 +36,12 @@ def test_a_converged_host_reports_the_tests_of_the_run_its_record_keeps(tmp_path
                         "failed": 0, "waived": 0, "failed_tests": [], "argv": ["gdrcopy_sanity"], "rc": 0},
              "copybw": {"ok": False, "error": "not run"}, "copylat": {"ok": False, "error": "not run"}}
     recorded = {"converged": {"ok": True, "verified_tests": tests}}
-    rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True, gdrcopy_preflight_info=recorded)
+    rc, out = play(tmp_path, "verify.yml", "-vvv", gdrcopy_smoke=smoke, gdrcopy_converged=True,
+                   gdrcopy_preflight_info=recorded)
     assert rc == 0, out
     assert '"gpu tests: on GPU 0 (recorded by the last verified run)"' in out and "Total: 36, Passed: 36, Failed: 0, Waived: 0" in out, out
+    # preflight read and smoke-checked the host in this run: no module starts on it again
+    assert "gdrcopy_verify" in out and "EXEC" not in out and "PUT " not in out, out
     rc, out = play(tmp_path, "verify.yml", gdrcopy_smoke=smoke, gdrcopy_converged=True,
                    gdrcopy_preflight_info={"converged": {"ok": True}})
     assert rc == 0 and "skipped: converged: the run that left this host as it is ran them" in out, out
