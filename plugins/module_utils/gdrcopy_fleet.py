@@ -21,8 +21,9 @@ import json
 import os
 import re
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import SHA256_RE, _path_ok, file_sha256
+
 NAME_RE = re.compile(r"^(lib|driver-[A-Za-z0-9][A-Za-z0-9._+~-]{0,127})-[0-9a-f]{16}\Z")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 SUFFIX = ".tar.gz"
 
 
@@ -115,21 +116,13 @@ def check_entries(entries, what):
             raise FleetError("%s[%d]: a build name (lib-<16 hex> or driver-<kernel>-<16 hex>) is wanted, got %r"
                              % (what, i, entry))
         path = str(entry.get("dir", ""))
-        if not path.startswith("/") or ".." in path.split("/"):
+        if not _path_ok(path):
             raise FleetError("%s[%d]: an absolute build directory is wanted, got %r" % (what, i, path))
         out.append({"dir": path, "name": entry["name"]})
     return out
 
 
 # --- the controller's cache (I/O at the edge) --------------------------------------------------------------
-
-def file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def entry_path(cache, name):
     return os.path.join(cache, name + SUFFIX)

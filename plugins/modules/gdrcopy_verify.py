@@ -187,9 +187,6 @@ ARGUMENT_SPEC = dict(
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
 
-problems = C.problems
-
-
 def record_text(facts, inputs, tests):
     state = facts["converged"]["state"]
     return json.dumps({"version": state["version"], "inputs": inputs, "state": state, "verify": tests},
@@ -228,7 +225,7 @@ def verify(module, params, host=None):
         "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)
     smoke = params["smoke_result"] if smoke_given else facts.get("smoke", dict(NOT_CHECKED, expected=""))
     tests = params["tests_result"] if tests_given else facts["tests"]
-    result = dict(facts, smoke=smoke, tests=tests, problems=problems(smoke, tests, facts["gdrdrv"]),
+    result = dict(facts, smoke=smoke, tests=tests, problems=C.problems(smoke, tests, facts["gdrdrv"]),
                   record_written=False, changed=False)
     if params["write_record"] and params.get("inputs") is not None and not result["problems"] \
             and not facts["blockers"]:

@@ -94,14 +94,14 @@ def test_the_problems_are_named_one_sentence_each():
     sanity = {"ok": False, "argv": ["/opt/gdrcopy/current/bin/gdrcopy_sanity", "-d", "0"], "rc": 1,
               "msg": "Total: 36, Passed: 35, Failed: 1, Waived: 0"}
     tests = {"ran": True, "gpu_id": 0, "sanity": sanity}
-    assert V.problems(SMOKE, tests, GOOD_DEVICE) == [
+    assert C.problems(SMOKE, tests, GOOD_DEVICE) == [
         "gdrcopy_sanity failed on GPU 0 (/opt/gdrcopy/current/bin/gdrcopy_sanity -d 0, exit code 1): "
         "Total: 36, Passed: 35, Failed: 1, Waived: 0"]
     missing = dict(GOOD_DEVICE, device={"ok": False, "exists": False, "is_char": False, "major": -1})
-    assert V.problems(SMOKE, {"ran": False}, missing) == [
+    assert C.problems(SMOKE, {"ran": False}, missing) == [
         "gdrdrv is loaded (major 236 in /proc/devices) but /dev/gdrdrv is missing: gdrdrv makes no device node "
         "itself. Run the gdrcopy role again (--tags gdrcopy) to make it."]
-    assert V.problems(dict(SMOKE, ran=False, passed=False), {"ran": False}, {"loaded": False}) == []
+    assert C.problems(dict(SMOKE, ran=False, passed=False), {"ran": False}, {"loaded": False}) == []
 
 
 def test_a_converged_host_is_verified_from_this_runs_read_without_reading_again(working_root):  # noqa: F811
