@@ -69,7 +69,7 @@ apt-get install -y -qq --no-install-recommends "linux-image-$k" "linux-headers-$
 echo "$k"
 """
 # The kernel upgrade's work by hand, in the same VM after site.yml did it: gdrdrv for the new kernel ($2) from the
-# same tarball ($1), signed with the signing command the role recorded for its kernel hook (if any), copied through a
+# same tarball ($1), signed with the signing command the role recorded (its driver record), copied through a
 # temporary file, and depmod. The headers were installed before both (THIRD_KERNEL).
 RAW_UPGRADE = r"""set -euo pipefail
 k=$2
@@ -79,13 +79,8 @@ tar -xzf "$1" -C /var/tmp/raw-up/tree --strip-components=1
 make -C /var/tmp/raw-up/tree -j"$(nproc)" driver KVER="$k" NVIDIA_SRC_DIR="$nvsrc" >/dev/null
 ko=/var/tmp/raw-up/tree/src/gdrdrv/gdrdrv.ko
 python3 - "$ko" "$k" <<'PY'
-import json, os, subprocess, sys
-try:  # the kernel hook's record (gdrcopy_kernel_hook), else the key mok_signing generated on the host
-    cmd = json.load(open("/etc/gdrcopy-ansible/kernel-hook.json")).get("sign_command") or []
-except (OSError, ValueError):
-    key = "/var/lib/gdrcopy-ansible/mok/mok"
-    cmd = (["/usr/local/libexec/gdrcopy-ansible/mok-sign", "--key", key + ".key", "--cert", key + ".der"]
-           if os.path.exists(key + ".key") else [])
+import json, subprocess, sys
+cmd = json.load(open("/etc/gdrcopy-ansible/driver.json"))["sign_command"]  # the driver record of the role's install
 if cmd:
     subprocess.run(cmd + ["%s=%s" % (sys.argv[2], sys.argv[1])], check=True, stdout=subprocess.DEVNULL)
 PY

@@ -14,8 +14,9 @@ description:
   - Returns, for each name given, the path the collection's modules and the kernel hook use
     (C(plugins/module_utils/gdrcopy_pipeline.py), C(PATHS)), so the roles and playbooks never spell one out.
   - Names - C(libexec) (the helpers), C(state_dir), C(config_dir), C(converged_record) (the record of a verified
-    host), C(mok_signer) (the link to the certificate that signs), C(hook_record) (the kernel hook's record),
-    C(hook_status), C(smoke_program), C(mknod_program), C(module_subdir) (under C(/lib/modules/<kernel>/)).
+    host), C(mok_signer) (the link to the certificate that signs), C(driver_record) (the driver options of the
+    last install), C(hook_status), C(smoke_program), C(mknod_program), C(module_subdir) (under
+    C(/lib/modules/<kernel>/)).
   - Runs on the controller; an unknown name fails with the list of known ones.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)

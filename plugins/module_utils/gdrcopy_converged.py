@@ -142,6 +142,25 @@ def differences(record, state, inputs, limit=5):
     return out[:limit]
 
 
+def new_kernels(record, state, inputs):
+    """The kernels installed since the verified run that wrote `record`, when they are all that changed: the same
+    inputs, every new kernel with its headers, and the state without them (and without their gdrdrv builds)
+    equal to the recorded one. [] otherwise. Such a host needs gdrdrv built, signed and installed for those kernels
+    alone, with the driver options of that run (the kernel hook's work; gdrcopy_build's replay), and a new record."""
+    if not record or record.get("version") != RECORD_VERSION or (record.get("inputs") or {}) != (inputs or {}):
+        return []
+    old = record.get("state") or {}
+    known = set(k.get("release") for k in old.get("kernels") or [])
+    new = sorted(k["release"] for k in state.get("kernels") or [] if k["release"] not in known)
+    if not new or not all(k["headers"] for k in state["kernels"] if k["release"] in new):
+        return []
+    old_builds = old.get("builds") or {}
+    rest = dict(state, kernels=[k for k in state["kernels"] if k["release"] not in new],
+                builds=dict((d, b) for d, b in (state.get("builds") or {}).items()
+                            if d in old_builds or d.rstrip("/").rsplit("/", 1)[-1] not in new))
+    return new if kernels_by_release(rest) == kernels_by_release(old) else []
+
+
 # --- the verdict of a verified host (gdrcopy_verify, its module and its action plugin) ---------------------------
 
 def problems(smoke, tests, gdrdrv):

@@ -774,14 +774,26 @@ def kernel_hook_facts(h):
     return dict((k, status[k]) for k in keys) if all(k in status for k in keys) else {}
 
 
-def converged_facts(h, facts, prefix, inputs, watch=()):
+def converged_facts(h, facts, prefix, inputs, watch=(), targets=()):
     state = C.state_fingerprint(facts, managed_files(h, facts, prefix, watch))
     record = read_json_object(h, C.RECORD_PATH)  # a record that is JSON but no object is no record
     diff = C.differences(record, state, inputs)
-    out = {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH}
-    if not diff and isinstance(record.get("verify"), dict):
+    new = C.new_kernels(record, state, inputs) if diff else []
+    if new and (set(new) - set(targets or new) or not replayable(h)):
+        new = []
+    out = {"ok": not diff, "differences": diff, "state": state, "record": C.RECORD_PATH, "new_kernels": new}
+    if (new or not diff) and isinstance(record.get("verify"), dict):
         out["verified_tests"] = record["verify"]
     return out
+
+
+def replayable(h):
+    """Whether the driver record of the last install can build gdrdrv again here: readable, valid, its tarball there."""
+    try:
+        spec = PIPE.load_driver_record(h.path(PIPE.DRIVER_RECORD))
+    except PIPE.PipelineError:
+        return False
+    return os.path.isfile(h.path(spec["tarball"])) and os.path.isfile(h.path(spec["build_helper"]))
 
 
 # --- the whole picture ----------------------------------------------------------------------------------------
@@ -832,5 +844,5 @@ def gather(module, params, host=None):
         facts["smoke"] = smoke_check(h, params["smoke"])
     if params.get("converged_inputs") is not None:
         facts["converged"] = converged_facts(h, facts, params["prefix"], params["converged_inputs"],
-                                             params.get("watch") or [])
+                                             params.get("watch") or [], params.get("kernels") or [])
     return facts

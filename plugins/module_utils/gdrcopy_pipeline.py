@@ -9,8 +9,9 @@
 Two callers run it: the gdrcopy_build module (the gdrcopy role) and the kernel postinst hook
 (roles/gdrcopy/files/gdrcopy-kernel-hook, for a kernel installed between two runs). The hook runs outside Ansible,
 so this file uses the standard library only: the role copies it next to the hook, which imports it from there.
-The driver part of the module's options is the hook's record (/etc/gdrcopy-ansible/kernel-hook.json), written by
-the module itself, so the hook builds with exactly the inputs of the last run and that run's stamp.
+The driver part of the module's options is recorded on the host (the driver record, /etc/gdrcopy-ansible/driver.json),
+written by the module itself on every install, so the hook, and a rerun that finds only new kernels (the module's
+replay), build with exactly the inputs of the last run and that run's stamp.
 
 A build is redone exactly when its stamp (its inputs as JSON) differs from the one in its directory; gdrcopy-build
 does the build in <dir>.new and renames it into place, gdrcopy-install stages the library beside the prefix. Nothing
@@ -34,7 +35,7 @@ import tarfile
 LIBEXEC = "/usr/local/libexec/gdrcopy-ansible"
 STATE_DIR = "/var/lib/gdrcopy-ansible"
 CONFIG_DIR = "/etc/gdrcopy-ansible"
-HOOK_RECORD = CONFIG_DIR + "/kernel-hook.json"
+DRIVER_RECORD = CONFIG_DIR + "/driver.json"
 HOOK_STATUS = STATE_DIR + "/kernel-hook-status.json"
 MODULES_ROOT = "/lib/modules"
 MODULE_SUBDIR = "updates/gdrcopy"
@@ -44,7 +45,7 @@ PATHS = {
     "config_dir": CONFIG_DIR,
     "converged_record": STATE_DIR + "/converged.json",    # the record of a verified host (gdrcopy_verify)
     "mok_signer": STATE_DIR + "/mok-signer.der",          # the link to the certificate that signs (mok_signing)
-    "hook_record": HOOK_RECORD,                           # the kernel hook's record (gdrcopy_build writes it)
+    "driver_record": DRIVER_RECORD,                       # the last install's driver options (gdrcopy_build)
     "hook_status": HOOK_STATUS,                           # the outcome of the kernel hook's last call
     "smoke_program": LIBEXEC + "/gdrcopy-smoke",
     "mknod_program": LIBEXEC + "/gdrdrv-mknod",
@@ -120,6 +121,16 @@ def check_driver_spec(spec, where="the driver spec"):
     if bad:
         raise PipelineError("%s has a bad value for %s" % (where, ", ".join(bad)))
     return dict(spec, timeout=timeout)
+
+
+def load_driver_record(path):
+    """The driver spec a past install recorded in path (write_record), checked, or PipelineError."""
+    try:
+        with open(path) as f:
+            spec = json.load(f)
+    except (IOError, OSError, ValueError) as e:
+        raise PipelineError("cannot read %s (%s)" % (path, e))
+    return check_driver_spec(spec, path)
 
 
 def check_lib_spec(lib):
@@ -582,7 +593,7 @@ def _link_and_cache(lib, check, run, result):
 
 
 def write_record(path, spec, check=False):
-    """Write the driver spec as the kernel hook's record (a temporary file and a rename); True when it changed."""
+    """Write the driver spec as the driver record (a temporary file and a rename): (True when it changed, text)."""
     text = json.dumps(spec, indent=4, sort_keys=True) + "\n"
     try:
         with open(path) as f:

@@ -24,7 +24,9 @@ description:
     installed. gdrdrv goes to C(/lib/modules/<kernel>/<module_subdir>/gdrdrv.ko) through a temporary file and a
     rename.
   - The kernel postinst hook of the gdrcopy role runs the same code (module_utils C(gdrcopy_pipeline)) for a kernel
-    installed between two runs, with the driver options this module records in O(hook_record).
+    installed between two runs, with the driver options this module records in O(record). O(replay) does the same
+    from Ansible, for the kernels installed since the run that wrote the record (playbooks/gdrcopy.yml, when
+    preflight found nothing else changed).
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)
 options:
@@ -35,9 +37,9 @@ options:
     required: true
   driver:
     description:
-      - How gdrdrv is built, signed and installed. This is the kernel hook's record too.
+      - How gdrdrv is built, signed and installed. This is what O(record) keeps.
+      - Required unless O(replay) is true, which reads it from O(record).
     type: dict
-    required: true
     suboptions:
       build_helper:
         description: The C(gdrcopy-build) helper.
@@ -125,9 +127,19 @@ options:
     description: Install what is built. V(false) only builds (fleet builds, before they are shared).
     type: bool
     default: true
-  hook_record:
-    description: Write the driver options here as the kernel hook's record (only when O(install) is true).
+  record:
+    description:
+      - The driver record - the driver options of the last install, which the kernel hook and O(replay) build
+        with. Written here after an install (O(install) true), through a temporary file and a rename.
     type: path
+  replay:
+    description:
+      - Build, sign and install gdrdrv for O(kernels) with the driver options in O(record) (written by an earlier
+        call), as the kernel hook does; O(record) is only read. O(driver), O(lib) and O(fleet) must be left out.
+      - For a host that a verified run left as it is but for newly installed kernels - the run's inputs being the
+        same, the recorded options are what the full run would use.
+    type: bool
+    default: false
   fleet:
     description:
       - Fleet builds (the gdrcopy role with C(gdrcopy_artifact_dir)), handled by this module's action plugin on the
@@ -168,7 +180,7 @@ attributes:
       C(--check) on built modules.
   diff_mode:
     support: full
-    description: The library install's stamp, each gdrdrv's sha256 and the hook record, before and after.
+    description: The library install's stamp, each gdrdrv's sha256 and the driver record, before and after.
 """
 
 EXAMPLES = r"""
@@ -193,8 +205,14 @@ EXAMPLES = r"""
       flavor: open
       sign_command: [/usr/local/libexec/gdrcopy-ansible/mok-sign, --key, /var/lib/shim-signed/mok/MOK.priv,
                      --cert, /var/lib/shim-signed/mok/MOK.der]
-    hook_record: /etc/gdrcopy-ansible/kernel-hook.json
+    record: /etc/gdrcopy-ansible/driver.json
   register: built
+
+- name: Build, sign and install gdrdrv for a kernel installed since, as the last install did
+  gpufleet.gdrcopy.gdrcopy_build:
+    kernels: [6.1.0-27-amd64]
+    record: /etc/gdrcopy-ansible/driver.json
+    replay: true
 """
 
 RETURN = r"""
@@ -268,8 +286,8 @@ installed:
   returned: always
   type: list
   elements: str
-hook_record:
-  description: Whether the kernel hook's record changed.
+record:
+  description: Whether the driver record changed.
   returned: always
   type: bool
 """
@@ -308,10 +326,11 @@ FLEET_OPTIONS = dict(
 )
 ARGUMENT_SPEC = dict(
     kernels=dict(type="list", elements="str", required=True),
-    driver=dict(type="dict", required=True, options=DRIVER_OPTIONS),
+    driver=dict(type="dict", options=DRIVER_OPTIONS),
     lib=dict(type="dict", options=LIB_OPTIONS),
     install=dict(type="bool", default=True),
-    hook_record=dict(type="path"),
+    record=dict(type="path"),
+    replay=dict(type="bool", default=False),
     fleet=dict(type="dict", options=FLEET_OPTIONS),
 )
 
@@ -350,7 +369,7 @@ def fleet_args(params, spec):
 def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
     """The module's work for its params: (result, error message or None)."""
     kwargs = {"run": run} if run else {}
-    spec = P.check_driver_spec(dict(params["driver"]), "driver")
+    spec = driver_spec(params)
     P.check_kernels(params["kernels"])
     if params.get("lib"):
         P.check_lib_spec(params["lib"])
@@ -361,14 +380,30 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
     except P.PipelineError as e:
         return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": []}), str(e)
     out = summarize(result)
-    out["hook_record"] = False
-    if params.get("hook_record") and params["install"]:
-        changed, text = P.write_record(params["hook_record"], spec, check)
+    if params.get("record") and params["install"] and not params.get("replay"):
+        changed, text = P.write_record(params["record"], spec, check)
         if changed:
-            out["hook_record"] = out["changed"] = True
-            out["diff"].append({"before_header": params["hook_record"], "after_header": params["hook_record"],
+            out["record"] = out["changed"] = True
+            out["diff"].append({"before_header": params["record"], "after_header": params["record"],
                                 "before": "", "after": text})
     return out, None
+
+
+def driver_spec(params):
+    """O(driver) checked, or with O(replay) the one O(record) holds; PipelineError naming what is wrong."""
+    if not params.get("replay"):
+        if not params.get("driver"):
+            raise P.PipelineError("driver is required (unless replay is true)")
+        return P.check_driver_spec(dict(params["driver"]), "driver")
+    given = [k for k in ("driver", "lib", "fleet") if params.get(k)]
+    if given or not params.get("record"):
+        raise P.PipelineError("replay takes the driver options from record alone: %s" % (
+            "leave out " + ", ".join(given) if given else "record is required"))
+    try:
+        return P.load_driver_record(params["record"])
+    except P.PipelineError as e:
+        raise P.PipelineError("replay: %s; run the playbook with gdrcopy_fast_rerun: false to build as the role "
+                              "does" % e)
 
 
 def summarize(result):
@@ -378,7 +413,7 @@ def summarize(result):
     result["taken"] = [r["kernel"] for r in rows if r["build"] == "taken"]
     result.setdefault("packed", [])
     result["installed"] = [r["kernel"] for r in rows if r["install"] == "installed"]
-    result.setdefault("hook_record", False)
+    result.setdefault("record", False)
     return result
 
 

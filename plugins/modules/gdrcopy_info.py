@@ -104,6 +104,13 @@ options:
         verified run left in C(/var/lib/gdrcopy-ansible/converged.json); C(converged) says whether a full run would
         change anything, and why. Never writes the record (M(gpufleet.gdrcopy.gdrcopy_verify) does).
     type: dict
+  kernels:
+    description:
+      - The kernels the gdrcopy role builds for (C(gdrcopy_kernels)); empty, every installed kernel. A kernel
+        installed since the verified run but not among them leaves RV(converged.new_kernels) empty (a full run).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -390,9 +397,16 @@ converged:
     differences: {description: 'Why not: the first sentences (what changed).', type: list, elements: str}
     state: {description: The fingerprint of the host's state (what a record holds)., type: dict}
     record: {description: The record's path., type: str}
+    new_kernels:
+      description:
+        - The kernels installed since the verified run, when they are all that changed (same inputs, each with its
+          headers, nothing else different) and the driver record of that run can build gdrdrv again (its tarball
+          and build helper still there); empty otherwise. gdrcopy_build's replay builds for them alone.
+      type: list
+      elements: str
     verified_tests:
       description: The GPU test results (as I(tests)) of the verified run that wrote the record.
-      returned: when I(ok) and the record holds them
+      returned: when I(ok) or I(new_kernels), and the record holds them
       type: dict
 """
 
@@ -415,6 +429,7 @@ ARGUMENT_SPEC = dict(
     peermem_state=dict(type="str", choices=list(P.PEERMEM_STATES)),
     converged_inputs=dict(type="dict"),
     watch=dict(type="list", elements="str", default=[]),
+    kernels=dict(type="list", elements="str", default=[]),
     groups=dict(type="list", elements="str", default=[]),
 )
 

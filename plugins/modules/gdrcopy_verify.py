@@ -76,6 +76,11 @@ options:
     type: list
     elements: str
     default: []
+  kernels:
+    description: The kernels the gdrcopy role builds for, as M(gpufleet.gdrcopy.gdrcopy_info) takes them.
+    type: list
+    elements: str
+    default: []
   write_record:
     description: Write the record of the verified state when RV(problems) and the blockers are empty (needs O(inputs)).
     type: bool
@@ -138,7 +143,9 @@ tests:
   returned: always
   type: dict
 converged:
-  description: The comparison with the record (C(ok), C(differences), C(state), C(record), C(verified_tests)).
+  description:
+    - The comparison with the record (C(ok), C(differences), C(state), C(record), C(new_kernels),
+      C(verified_tests)), as M(gpufleet.gdrcopy.gdrcopy_info) returns it.
   returned: when O(inputs) is given
   type: dict
 problems:
@@ -178,6 +185,7 @@ ARGUMENT_SPEC = dict(
     tests_timeout=dict(type="int", default=900),
     inputs=dict(type="dict"),
     watch=dict(type="list", elements="str", default=[]),
+    kernels=dict(type="list", elements="str", default=[]),
     write_record=dict(type="bool", default=False),
     nvidia_src_dir=dict(type="path"),
     groups=dict(type="list", elements="str", default=[]),
@@ -220,6 +228,7 @@ def verify(module, params, host=None):
         "root": "/", "image": params.get("image", False), "build_root": params["build_root"],
         "prefix": params["prefix"], "cuda_home": params["cuda_home"], "release": params["release"],
         "mok_cert": params["mok_cert"], "converged_inputs": params["inputs"], "watch": params["watch"],
+        "kernels": params.get("kernels") or [],
         "nvidia_src_dir": params["nvidia_src_dir"], "groups": params["groups"],
         "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
         "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)

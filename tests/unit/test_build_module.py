@@ -66,7 +66,7 @@ def host(tmp_path):
     signer.chmod(0o755)
     build = tmp_path / "build" / ("2.6-" + sha[:12])
     params = {
-        "kernels": [K1, K2], "install": True, "hook_record": None,
+        "kernels": [K1, K2], "install": True, "record": None,
         "lib": {"dir": str(build / "lib"), "stamp": {"component": "lib", "sha256": sha, "tests": False},
                 "targets": ["lib"], "install_dir": str(tmp_path / "opt" / "gdrcopy" / "2.6"),
                 "install_targets": ["lib_install"], "install_helper": str(FILES / "gdrcopy-install")},
@@ -226,7 +226,7 @@ def test_without_a_signer_modules_are_installed_unsigned(host):
 
 
 def test_build_only_installs_nothing(host):
-    result, error = call(host, install=False, hook_record=str(host["tmp"] / "record.json"))
+    result, error = call(host, install=False, record=str(host["tmp"] / "record.json"))
     assert error is None and result["built"] == [K1, K2] and result["installed"] == []
     assert result["lib"] == {"build": "built", "install": "skipped"}
     assert not installed(host, K1).exists() and not (host["tmp"] / "opt").exists()
@@ -283,17 +283,51 @@ def test_a_hanging_build_is_stopped_at_its_time_limit(host):
     assert not (Path(host["params"]["driver"]["driver_dir"]) / K1).exists()
 
 
-# --- the kernel hook's record --------------------------------------------------------------------------------
+# --- the driver record and replay -----------------------------------------------------------------------------------
 
-def test_the_hook_record_is_the_driver_spec_and_is_written_once(host):
-    record = host["tmp"] / "etc" / "kernel-hook.json"
-    result, error = call(host, hook_record=str(record))
-    assert error is None and result["hook_record"] is True
+def test_the_driver_record_is_the_driver_spec_and_is_written_once(host):
+    record = host["tmp"] / "etc" / "driver.json"
+    result, error = call(host, record=str(record))
+    assert error is None and result["record"] is True
     assert json.loads(record.read_text()) == host["params"]["driver"]
     assert result["diff"][-1]["after"] == record.read_text()
-    result, error = call(host, hook_record=str(record))
-    assert result["hook_record"] is False and result["changed"] is False
+    result, error = call(host, record=str(record))
+    assert result["record"] is False and result["changed"] is False
     assert P.check_driver_spec(json.loads(record.read_text())) == host["params"]["driver"]
+
+
+def test_replay_builds_a_new_kernel_with_the_recorded_options_alone(host):
+    """What playbooks/gdrcopy.yml does when preflight found only a new kernel: the kernel hook's work."""
+    record = host["tmp"] / "etc" / "driver.json"
+    call(host, kernels=[K1], record=str(record))
+    (host["modules"] / K2 / "build" / "Makefile").write_text("")
+    recorded = record.read_text()
+    result, error = call(host, kernels=[K2], record=str(record), replay=True, driver=None, lib=None)
+    assert error is None, error
+    assert rows(result) == {K2: ("built", "signed", "installed")} and result["lib"] is None
+    assert result["record"] is False and record.read_text() == recorded
+    assert installed(host, K2).read_text() == f"gdrdrv for {K2} from /usr/src/nv (y)\nsigned\n"
+    stamp = json.loads((Path(host["params"]["driver"]["driver_dir"]) / K2 / ".gdrcopy-stamp.json").read_text())
+    assert stamp == dict(host["params"]["driver"]["stamp_base"], kernel=K2)  # what a full run wants: no rebuild
+    result, error = call(host, kernels=[K1, K2], record=str(record))
+    assert error is None and result["changed"] is False and len(compiles(host)) == 3
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({}, "leave out driver, lib"),
+    ({"driver": None, "lib": None, "record": None}, "record is required"),
+    ({"driver": None, "lib": None}, "cannot read"),
+    ({"driver": None, "lib": None, "bad": True}, "lacks"),
+])
+def test_replay_takes_the_record_alone_and_says_what_to_do(host, changes, named):
+    record = host["tmp"] / "etc" / "driver.json"
+    if changes.pop("bad", False):
+        record.parent.mkdir(parents=True)
+        record.write_text("{}")
+    with pytest.raises(P.PipelineError, match=named) as e:
+        call(host, **dict({"record": str(record), "replay": True}, **changes))
+    assert "replay" in str(e.value)
+    assert not installed(host, K1).exists() and compiles(host) == []
 
 
 # --- the checks of the inputs ----------------------------------------------------------------------------------

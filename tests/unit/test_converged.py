@@ -15,6 +15,7 @@ import yaml
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 from conftest import REPO
 from test_gdrcopy_info import KERNEL, params, working_module, working_root, write  # noqa: F401 (fixture)
 
@@ -181,6 +182,86 @@ def test_differences_are_few_and_the_first_says_what_changed():
     assert diff == ["files./f%d is gone" % i for i in range(5)]
 
 
+# --- a kernel installed since the verified run (gdrcopy_build's replay) ------------------------------------------
+
+NEW = "6.1.0-52-amd64"
+SHA = "ab" * 32
+
+
+def add_kernel(root, headers=True, built=False):
+    write(root, f"/boot/vmlinuz-{NEW}")
+    os.makedirs(os.path.join(root, f"lib/modules/{NEW}/kernel"))
+    if headers:
+        write(root, f"/lib/modules/{NEW}/build/Makefile")
+    if built:  # the kernel hook built and installed gdrdrv for it
+        write(root, f"/var/lib/gdrcopy-ansible/build/2.6-abc/driver/{NEW}/.gdrcopy-stamp.json", '{"kernel": "%s"}' % NEW)
+        write(root, f"/lib/modules/{NEW}/updates/gdrcopy/gdrdrv.ko", b"\x7fELF new~Module signature appended~\n")
+
+
+@pytest.fixture
+def replayable_root(converged_root):
+    """A converged host whose last install recorded its driver options, with the tarball and helper they name."""
+    write(converged_root, "/var/lib/gdrcopy-ansible/build/src/gdrcopy-2.6-abababababab.tar.gz", b"tarball")
+    write(converged_root, "/usr/local/libexec/gdrcopy-ansible/gdrcopy-build", "#!/bin/sh\n")
+    write(converged_root, PATHS["driver_record"], json.dumps({
+        "build_helper": "/usr/local/libexec/gdrcopy-ansible/gdrcopy-build",
+        "tarball": "/var/lib/gdrcopy-ansible/build/src/gdrcopy-2.6-abababababab.tar.gz",
+        "build_log": "/var/lib/gdrcopy-ansible/build/builds.log",
+        "driver_dir": "/var/lib/gdrcopy-ansible/build/2.6-abababababab/driver",
+        "stamp_base": {"component": "driver", "sha256": SHA}, "nvidia_src_dir": "", "flavor": "proprietary",
+        "module_subdir": "updates/gdrcopy", "sign_command": [], "timeout": 600}))
+    record(converged_root)
+    return converged_root
+
+
+def test_a_kernel_installed_since_is_all_a_replay_has_to_do(replayable_root):
+    add_kernel(replayable_root)
+    c = gather(replayable_root)["converged"]
+    assert (c["ok"], c["differences"], c["new_kernels"]) == (False, ["kernels.%s is new" % NEW], [NEW])
+
+
+def test_a_kernel_the_hook_built_for_is_replayed_too(replayable_root):
+    add_kernel(replayable_root, built=True)
+    assert gather(replayable_root)["converged"]["new_kernels"] == [NEW]
+
+
+@pytest.mark.parametrize("what", ["no headers", "another change", "other inputs", "not a target", "no record",
+                                  "bad record", "no tarball"])
+def test_anything_more_than_new_kernels_is_a_full_run(replayable_root, what):
+    driver_record = os.path.join(replayable_root, PATHS["driver_record"].lstrip("/"))
+    if what in ("no record", "bad record"):  # as the verified run left it (the record is part of the state)
+        os.unlink(driver_record) if what == "no record" else write(replayable_root, PATHS["driver_record"], "{}")
+        record(replayable_root)
+    add_kernel(replayable_root, headers=what != "no headers")
+    extra, inputs = {}, INPUTS
+    if what == "another change":
+        change_file(replayable_root)
+    elif what == "other inputs":
+        inputs = dict(INPUTS, gdrcopy="g2")
+    elif what == "not a target":
+        extra["kernels"] = [KERNEL]
+    elif what == "no tarball":
+        os.unlink(os.path.join(replayable_root, "var/lib/gdrcopy-ansible/build/src/gdrcopy-2.6-abababababab.tar.gz"))
+    c = gather(replayable_root, inputs=inputs, **extra)["converged"]
+    assert c["ok"] is False and c["new_kernels"] == []
+    assert ("the run's inputs changed: gdrcopy" if what == "other inputs" else "kernels.%s is new" % NEW) \
+        in c["differences"]
+
+
+def test_new_kernels_in_pure_terms():
+    old = {"version": C.RECORD_VERSION, "inputs": {"a": 1}, "state": {
+        "kernels": [{"release": "k1", "headers": True, "gdrdrv": ["m1"]}], "builds": {"/b/driver/k1": {}}, "x": 1}}
+    state = dict(old["state"], kernels=old["state"]["kernels"] + [{"release": "k2", "headers": True, "gdrdrv": []}])
+    assert C.new_kernels(old, state, {"a": 1}) == ["k2"]
+    assert C.new_kernels(old, dict(state, builds={"/b/driver/k1": {}, "/b/driver/k2": {}}), {"a": 1}) == ["k2"]
+    assert C.new_kernels(old, dict(state, builds={"/b/driver/k1": {"changed": 1}}), {"a": 1}) == []
+    assert C.new_kernels(old, dict(state, x=2), {"a": 1}) == []
+    assert C.new_kernels(old, old["state"], {"a": 1}) == []  # nothing new: converged, not a replay
+    assert C.new_kernels(old, state, {"a": 2}) == []
+    assert C.new_kernels(None, state, {"a": 1}) == []
+    assert C.new_kernels(dict(old, version=0), state, {"a": 1}) == []
+
+
 def test_the_smoke_check_runs_the_installed_helper(working_root):  # noqa: F811
     m = working_module(working_root)
     m.outputs[(gdrcopy_facts.SMOKE_PROGRAM, "--expect", "2.6")] = (0, json.dumps(
@@ -241,7 +322,7 @@ def resolve(dest):
     for var, value in (("__gdrcopy_libexec", "/usr/local/libexec/gdrcopy-ansible"),
                        ("__mok_signing_libexec", "/usr/local/libexec/gdrcopy-ansible"),
                        ("mok_signing_key_dir", "/var/lib/gdrcopy-ansible/mok"),
-                       ("__gdrcopy_kernel_hook_config_file", "/etc/gdrcopy-ansible/kernel-hook.json"),
+                       ("__gdrcopy_driver_record", "/etc/gdrcopy-ansible/driver.json"),
                        ("__mok_signing_record", "/var/lib/gdrcopy-ansible/mok-signer.der"),
                        ("item }}/{{ __gdrcopy_kernel_hook_name", "/etc/kernel/postinst.d/zz-gdrcopy-ansible")):
         dest = dest.replace("{{ %s }}" % var, value)

@@ -48,7 +48,7 @@ def host(tmp_path):
                           "nvidia_src_dir": "/usr/src/nv", "flavor": "proprietary"},
            "nvidia_src_dir": "/usr/src/nv", "flavor": "proprietary", "module_subdir": "updates/gdrcopy",
            "sign_command": [str(signer), "--key", "/k", "--cert", "/c"]}
-    config = tmp_path / "kernel-hook.json"
+    config = tmp_path / "driver.json"
     config.write_text(json.dumps(cfg))
     return {"tmp": tmp_path, "modules": modules, "config": config, "cfg": cfg}
 

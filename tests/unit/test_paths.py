@@ -60,7 +60,7 @@ def test_no_plugin_spells_out_a_fixed_path(path):
 
 def test_the_kernel_hook_takes_its_paths_from_the_pipeline():
     hook = (REPO / "roles" / "gdrcopy" / "files" / "gdrcopy-kernel-hook").read_text()
-    assert "pipeline.HOOK_RECORD" in hook and "pipeline.HOOK_STATUS" in hook
+    assert "pipeline.DRIVER_RECORD" in hook and "pipeline.HOOK_STATUS" in hook
     assert [v for v in FIXED if v in re.sub(r'""".*?"""', "", hook, flags=re.S)] == []
 
 

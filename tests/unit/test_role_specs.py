@@ -27,7 +27,7 @@ EXPORTS = {
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
 PLAYBOOK_EXPORTS = {
     "preflight": {"gdrcopy_resolved_mode", "gdrcopy_preflight_passed", "gdrcopy_run_inputs", "gdrcopy_preflight_info",
-                  "gdrcopy_converged",
+                  "gdrcopy_converged", "gdrcopy_new_kernels",
                   # on a converged host, what the roles it skips would have exported (nothing pending, the smoke result)
                   "gdrcopy_smoke", "gdrcopy_reload_pending", "gdrcopy_reboot_required", "mok_signing_enrollment_pending"},
     # The mok_signing play hands the role's signing command to the gdrcopy role.
