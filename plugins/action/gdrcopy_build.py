@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
+import os
 
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
@@ -32,35 +33,49 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         args = dict(self._task.args)
-        fleet = args.get("fleet")
-        if not fleet:
-            result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
-            return result
-        fleet = plain(fleet)
-        try:
-            share = FLEET.check_entries(fleet.get("share"), "fleet.share")
-            take = FLEET.check_entries(fleet.get("take"), "fleet.take")
-        except FLEET.FleetError as err:
-            result.update(failed=True, msg=to_text(err))
-            return result
-        cache = fleet.get("cache") or ""
+        fleet = plain(args["fleet"]) if args.get("fleet") else None
         report = {"shared": [], "taken": [], "compiled_instead": []}
         try:
-            args["fleet"] = dict(fleet, share=share, take=self._send(cache, take, report))
+            if args.get("source"):
+                args["source"] = self._send_source(plain(args["source"]))
+            if fleet:
+                share = FLEET.check_entries(fleet.get("share"), "fleet.share")
+                take = FLEET.check_entries(fleet.get("take"), "fleet.take")
+                args["fleet"] = dict(fleet, share=share, take=self._send(fleet.get("cache") or "", take, report))
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
-            if not result.get("failed"):
-                self._bring(cache, result.get("packed") or [], report, task_vars)
+            if fleet and not result.get("failed"):
+                self._bring(fleet.get("cache") or "", result.get("packed") or [], report, task_vars)
         except FLEET.FleetError as err:
             result.update(failed=True, msg=to_text(err))
         finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
-        result["fleet"] = report
+            if self._connection._shell.tmpdir is not None:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+        if fleet:
+            result["fleet"] = report
         return result
+
+    def _put(self, local, name):
+        """Copy a controller file into this task's temporary directory on the host: its path there."""
+        if self._connection._shell.tmpdir is None:
+            self._make_tmp_path()
+        remote = self._connection._shell.join_path(self._connection._shell.tmpdir, name)
+        self._transfer_file(local, remote)
+        self._fixup_perms2([self._connection._shell.tmpdir, remote])
+        return remote
+
+    def _send_source(self, source):
+        """O(source) with the copy on the host (from); in check mode nothing is sent (the module predicts)."""
+        src = source.get("src") or ""
+        if not (os.path.isabs(src) and os.path.isfile(src)):
+            raise FLEET.FleetError("source.src: %s is not a file on the controller" % (src or "(empty)"))
+        if self._task.check_mode:
+            return {"src": src}
+        return {"src": src, "from": self._put(src, "source.tar.gz")}
 
     def _send(self, cache, take, report):
         """The take entries with a tarball on the host (from) and the recorded sha256; the builds without a good
         entry in the cache stay without (the module compiles them)."""
-        out, sent = [], []
+        out = []
         for entry in take:
             recorded = FLEET.cached(cache, entry["name"])
             if not recorded:
@@ -71,15 +86,9 @@ class ActionModule(ActionBase):
                 out.append(dict(entry, sha256=recorded, **{"from": FLEET.entry_path(cache, entry["name"])}))
                 report["taken"].append(entry["name"])
                 continue
-            if self._connection._shell.tmpdir is None:
-                self._make_tmp_path()
-            remote = self._connection._shell.join_path(self._connection._shell.tmpdir, entry["name"] + FLEET.SUFFIX)
-            self._transfer_file(FLEET.entry_path(cache, entry["name"]), remote)
-            sent.append(remote)
+            remote = self._put(FLEET.entry_path(cache, entry["name"]), entry["name"] + FLEET.SUFFIX)
             out.append(dict(entry, sha256=recorded, **{"from": remote}))
             report["taken"].append(entry["name"])
-        if sent:
-            self._fixup_perms2([self._connection._shell.tmpdir] + sent)
         return out
 
     def _bring(self, cache, packed, report, task_vars):

@@ -850,3 +850,19 @@ def mountinfo_has_root(text):
 def parse_group_names(text):
     """The group names of an /etc/group file (name:password:gid:members a line)."""
     return set(line.split(":", 1)[0] for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def parse_dpkg_status(text):
+    """The names of the packages that dpkg's status file (/var/lib/dpkg/status) says are installed: a stanza's
+    Status "<want> ok installed" (not config-files, half-installed or unpacked)."""
+    names = set()
+    for stanza in re.split(r"\n[ \t]*\n", text):
+        name = re.search(r"^Package:[ \t]*(\S+)", stanza, re.M)
+        if name and re.search(r"^Status:[ \t]*\S+ ok installed[ \t]*$", stanza, re.M):
+            names.add(name.group(1))
+    return names
+
+
+def parse_rpm_installed(text):
+    """The names `rpm -q --queryformat 'installed %{NAME}\\n' NAME...` printed as installed."""
+    return set(line.split(" ", 1)[1].strip() for line in text.splitlines() if line.startswith("installed "))

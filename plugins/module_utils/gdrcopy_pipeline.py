@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import tarfile
+import time
 
 # The fixed places of the project on a host: the one source. The modules import them, the roles and playbooks read
 # them through the lookup gpufleet.gdrcopy.paths, the kernel hook through this file; tests/unit/test_paths.py fails
@@ -423,13 +424,14 @@ def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MO
     takes: {build dir: {from, sha256}}, builds another host made (fleet builds), unpacked instead of compiled when
     the build is needed (a take that fails is compiled instead); pack: {dir, builds: [{dir, name}]}, builds to leave
     as <dir>/<name>.tar.gz for other hosts (result: packed [{name, path, sha256}]).
-    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, diff}; check predicts and
+    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, diff, seconds: {step: wall
+    seconds, for the steps that took any}}; check predicts and
     changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
     spec = check_driver_spec(spec)
     check_kernels(kernels)
     if lib:
         check_lib_spec(lib)
-    result = {"changed": False, "lib": None, "kernels": [], "packed": [], "diff": []}
+    result = {"changed": False, "lib": None, "kernels": [], "packed": [], "diff": [], "seconds": {}}
     try:
         return _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes or {}, pack)
     except PipelineError as e:
@@ -458,8 +460,18 @@ def _build(spec, build_dir, stamp, argv, what, take, check, run, say, kernel=Non
 PREDICTED = ("would build", "would take")
 
 
+def _lap(result, step, since):
+    """Add the seconds since `since` to result["seconds"][step] (where a call's time went); the time now."""
+    now = time.monotonic()
+    if now - since >= 0.005:
+        result["seconds"][step] = round(result["seconds"].get(step, 0) + now - since, 2)
+    return now
+
+
 def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack):
+    t = time.monotonic()
     p = plan(spec, kernels, lib, modules_root)
+    t = _lap(result, "plan", t)
     limit = spec["timeout"]
     rows = dict((k["kernel"], {"kernel": k["kernel"], "build": k["build"], "sign": "off",
                                "install": "skipped" if not install else "pending", "depmod": False})
@@ -488,6 +500,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
                                             driver_build_argv(spec, k["kernel"]), "gdrdrv",
                                             takes.get(k["build_dir"]), check, run, say, k["kernel"])
         result["changed"] = True
+    t = _lap(result, "build", t)
     if pack and not check:
         for entry in pack["builds"]:
             dest = os.path.join(pack["dir"], entry["name"] + ".tar.gz")
@@ -496,6 +509,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             except (IOError, OSError, tarfile.TarError) as e:
                 fail("packing the build %s for the fleet failed: %s" % (entry["dir"], e))
             result["packed"].append({"name": entry["name"], "path": dest, "sha256": digest})
+    t = _lap(result, "pack", t)
     if not install:
         return result
 
@@ -511,8 +525,10 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             say(run_step(run, lib_install_argv(lib), "installing libgdrapi", limit).strip())
             result["lib"]["install"] = "installed"
         result["changed"] = True
+    t = _lap(result, "lib_install", t)
     if lib and lib.get("link"):
         _link_and_cache(lib, check, run, result)
+    t = _lap(result, "link_and_ldconfig", t)
 
     # 3. signing: every built gdrdrv, in one call; the signer leaves a module it already signed untouched.
     predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] in PREDICTED]
@@ -532,6 +548,7 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             rows[kernel]["sign"] = action
             if action != "unchanged":
                 result["changed"] = True
+    t = _lap(result, "sign", t)
 
     # 4. install each gdrdrv through a rename, then depmod for each kernel whose module changed.
     for k in p["kernels"]:
@@ -556,12 +573,14 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
                  % (k["kernel"], e, modules_root))
         row["install"] = "installed"
         say("installed gdrdrv for %s" % k["kernel"])
+    t = _lap(result, "install", t)
     for row in result["kernels"]:
         if row["install"] == "installed":
             r = run(["depmod", row["kernel"]], capture_output=True, text=True, errors="replace")
             if r.returncode != 0:
                 fail("depmod %s failed: %s" % (row["kernel"], last_words(r.stdout, r.stderr)))
             row["depmod"] = True
+    _lap(result, "depmod", t)
     return result
 
 

@@ -123,6 +123,21 @@ options:
             library or the link changed, or when C(ldconfig -p) does not list C(<link>/lib/libgdrapi.so).
           - Left out, neither the link nor the loader cache is touched.
         type: path
+  source:
+    description:
+      - The verified source tarball on the controller, which this module's action plugin sends to the host -
+        O(driver.tarball) is replaced (a temporary file and a rename) when its sha256 is not
+        O(driver.stamp_base.sha256), before any build. A copy whose sha256 is not that one is refused.
+      - Left out, O(driver.tarball) must be on the host already (the kernel hook's and O(replay)'s case).
+    type: dict
+    suboptions:
+      src:
+        description: The tarball's path on the controller.
+        type: path
+        required: true
+      from:
+        description: Set by the action plugin - where it put the copy on the host (not in check mode).
+        type: path
   install:
     description: Install what is built. V(false) only builds (fleet builds, before they are shared).
     type: bool
@@ -286,6 +301,17 @@ installed:
   returned: always
   type: list
   elements: str
+source:
+  description: What became of the tarball - C(current), C(copied), C(would copy) or C(not sent) (no O(source)).
+  returned: success
+  type: str
+seconds:
+  description:
+    - Where the call's time went - wall seconds per step that took any (C(plan), C(build), C(pack),
+      C(lib_install), C(link_and_ldconfig), C(sign), C(install), C(depmod)).
+  returned: always
+  type: dict
+  sample: {build: 41.2, lib_install: 3.1, sign: 2.4, install: 0.1, depmod: 4.6}
 record:
   description: Whether the driver record changed.
   returned: always
@@ -331,6 +357,7 @@ ARGUMENT_SPEC = dict(
     install=dict(type="bool", default=True),
     record=dict(type="path"),
     replay=dict(type="bool", default=False),
+    source=dict(type="dict", options={"src": dict(type="path", required=True), "from": dict(type="path")}),
     fleet=dict(type="dict", options=FLEET_OPTIONS),
 )
 
@@ -375,11 +402,18 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
         P.check_lib_spec(params["lib"])
     takes, pack = fleet_args(params, spec)
     try:
+        tarball = put_tarball(spec, params.get("source"), check)
         result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
                             modules_root=modules_root, takes=takes, pack=pack, **kwargs)
     except P.PipelineError as e:
-        return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": []}), str(e)
+        return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": [],
+                                          "seconds": {}}), str(e)
     out = summarize(result)
+    out["source"] = tarball
+    if tarball in ("copied", "would copy"):
+        out["changed"] = True
+        out["diff"].insert(0, {"before_header": spec["tarball"], "after_header": spec["tarball"], "before": "",
+                               "after": "sha256 %s\n" % spec["stamp_base"]["sha256"]})
     if params.get("record") and params["install"] and not params.get("replay"):
         changed, text = P.write_record(params["record"], spec, check)
         if changed:
@@ -387,6 +421,24 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
             out["diff"].append({"before_header": params["record"], "after_header": params["record"],
                                 "before": "", "after": text})
     return out, None
+
+
+def put_tarball(spec, source, check):
+    """The verified tarball in place on the host (O(source)): 'current', 'copied', 'would copy', or 'not sent'
+    (no O(source)). PipelineError when the copy sent is not the verified one."""
+    if not source:
+        return "not sent"
+    want, dest = spec["stamp_base"]["sha256"], spec["tarball"]
+    if P.sha256_or_empty(dest) == want:
+        return "current"
+    if check or not source.get("from"):
+        return "would copy"
+    got = P.sha256_or_empty(source["from"])
+    if got != want:
+        raise P.PipelineError("the tarball sent from %s has sha256 %s on the host, not the verified %s: nothing was "
+                              "built or installed" % (source["src"], got or "(unreadable)", want))
+    P.install_file(source["from"], dest)
+    return "copied"
 
 
 def driver_spec(params):

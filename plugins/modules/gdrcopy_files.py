@@ -15,15 +15,25 @@ description:
   - Writes each file of O(files) whose content, mode or owner differs from what is wanted, through a temporary file
     in the same directory and a rename (C(AnsibleModule.atomic_move)), so a reader or a killed run never sees half a
     file; removes each one whose O(files[].state) is C(absent); makes each directory whose O(files[].state) is
-    C(directory) (or sets its mode). Missing parent directories are made (mode 0755).
+    C(directory) (or sets its mode); points each link whose O(files[].state) is C(link) at O(files[].src) (a
+    temporary link and a rename). Missing parent directories are made (mode 0755).
+  - O(groups) are made first (C(groupadd --system)) where they are missing.
   - The roles give the content (rendered by the C(ansible.builtin.template) or read by the C(ansible.builtin.file)
     lookup on the controller), so one module start on the host replaces a copy or template task per file (each of
     which starts two).
   - After the writes, the commands that the changed files ask for (O(files[].after)) run once each, in order -
     C(ldconfig), and C(systemctl daemon-reload) where systemd runs (not inside a chroot, such as an image root).
+  - A unit is enabled the way C(systemctl enable) does it for a unit with only C(WantedBy=) in its C([Install])
+    section - a link in C(<target>.wants/) to the unit file - which also works in an image root, where no systemd
+    runs.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)
 options:
+  groups:
+    description: System groups to make (C(groupadd --system)) before the files, when the host has none of that name.
+    type: list
+    elements: str
+    default: []
   files:
     description: The files, in the order they are written.
     type: list
@@ -43,10 +53,14 @@ options:
         default: "0644"
       state:
         description: C(present) writes the file; C(absent) removes it (and nothing else); C(directory) makes a
-          directory with O(files[].mode) (its content is left alone).
+          directory with O(files[].mode) (its content is left alone); C(link) makes O(files[].dest) a symbolic link
+          to O(files[].src).
         type: str
-        choices: [present, absent, directory]
+        choices: [present, absent, directory, link]
         default: present
+      src:
+        description: The target of the link (O(files[].state) C(link)), an absolute path.
+        type: str
       after:
         description: What to run once after the writes when this file changed.
         type: str
@@ -70,8 +84,12 @@ EXAMPLES = r"""
       - dest: /etc/systemd/system/gdrcopy.service
         content: "{{ lookup('ansible.builtin.template', 'gdrcopy.service.j2') }}"
         after: daemon-reload
+      - dest: /etc/systemd/system/multi-user.target.wants/gdrcopy.service
+        state: link
+        src: /etc/systemd/system/gdrcopy.service
       - dest: /etc/kernel/postinst.d/zz-gdrcopy-ansible
         state: absent
+    groups: [gdrdrv]
 """
 
 RETURN = r"""
@@ -86,6 +104,11 @@ changed_files:
   returned: always
   type: list
   elements: str
+groups:
+  description: One entry per group of O(groups) - C(name), and C(action) (C(created) or C(ok)).
+  returned: always
+  type: list
+  elements: dict
 ran:
   description: The commands run after the writes (C(ldconfig), C(daemon-reload)); in check mode none.
   returned: always
@@ -93,6 +116,7 @@ ran:
   elements: str
 """
 
+import grp
 import os
 import re
 import stat
@@ -108,10 +132,13 @@ FILE_SPEC = dict(
     dest=dict(type="str", required=True),
     content=dict(type="str"),
     mode=dict(type="str", default="0644"),
-    state=dict(type="str", choices=["present", "absent", "directory"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "directory", "link"], default="present"),
+    src=dict(type="str"),
     after=dict(type="str", choices=["none", "ldconfig", "daemon-reload"], default="none"),
 )
-ARGUMENT_SPEC = dict(files=dict(type="list", elements="dict", required=True, options=FILE_SPEC))
+ARGUMENT_SPEC = dict(files=dict(type="list", elements="dict", required=True, options=FILE_SPEC),
+                     groups=dict(type="list", elements="str", default=[]))
+GROUP_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 
 
 def check_entry(entry):
@@ -123,6 +150,12 @@ def check_entry(entry):
         return "files: %s is a directory and has no content" % dest
     if entry["state"] == "present" and entry["content"] is None:
         return "files: %s has no content" % dest
+    if entry["state"] == "link":
+        src = entry["src"] or ""
+        if not src.startswith("/") or "\0" in src or "\n" in src or entry["content"] is not None:
+            return "files: the link %s wants an absolute src and no content" % dest
+    elif entry["src"] is not None:
+        return "files: %s is no link and has no src" % dest
     if entry["state"] != "absent":
         if not MODE_RE.match(entry["mode"] or ""):
             return "files: %s has mode %r, not an octal mode such as 0644" % (dest, entry["mode"])
@@ -135,6 +168,8 @@ def action_for(entry, have, uid):
         return "ok" if have is None else "removed"
     if have is None:
         return "created"
+    if entry["state"] == "link":
+        return "ok" if have == ("link", entry["src"]) else "updated"
     if entry["state"] == "directory":
         return "ok" if have[1] == int(entry["mode"], 8) and have[2] == uid else "mode"
     body, mode, owner = have
@@ -159,6 +194,49 @@ def current_directory(dest):
     except OSError:
         return None
     return (None, st.st_mode & 0o7777, st.st_uid) if stat.S_ISDIR(st.st_mode) else "other"
+
+
+def current_link(dest):
+    """('link', target) of a symbolic link at dest; None when nothing is there; 'other' for anything else."""
+    try:
+        return ("link", os.readlink(dest))
+    except OSError:
+        return None if not os.path.lexists(dest) else "other"
+
+
+def put_link(dest, src):
+    """Point dest at src through a temporary link in the same directory and a rename."""
+    parent = os.path.dirname(dest)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    tmp = os.path.join(parent, ".%s.%d.tmp" % (os.path.basename(dest), os.getpid()))
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(src, tmp)
+    try:
+        os.rename(tmp, dest)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def make_groups(module, names, check):
+    """Each group of names made (groupadd --system) when missing: [{name, action}]."""
+    out = []
+    for name in names:
+        try:
+            grp.getgrnam(name)
+            out.append({"name": name, "action": "ok"})
+            continue
+        except KeyError:
+            pass
+        if not check:
+            argv = [module.get_bin_path("groupadd", required=True, opt_dirs=["/usr/sbin", "/sbin"]), "--system", name]
+            rc, stdout, stderr = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="%s failed (exit %d): %s" % (" ".join(argv), rc, (stderr or stdout).strip()))
+        out.append({"name": name, "action": "created"})
+    return out
 
 
 def after_commands(module, needed):
@@ -186,15 +264,21 @@ def run(module):
         error = check_entry(entry)
         if error:
             module.fail_json(msg=error)
+    bad = [g for g in module.params["groups"] if not GROUP_RE.match(g)]
+    if bad:
+        module.fail_json(msg="groups: %s is no group name (lower case letters, digits, _ and -, at most 32)" % bad[0])
     uid = os.geteuid()
-    result = {"changed": False, "files": [], "changed_files": [], "ran": []}
+    result = {"changed": False, "files": [], "changed_files": [], "ran": [],
+              "groups": make_groups(module, module.params["groups"], module.check_mode)}
+    result["changed"] = any(g["action"] == "created" for g in result["groups"])
     diffs, needed = [], set()
     for entry in entries:
         dest = entry["dest"]
-        have = current_directory(dest) if entry["state"] == "directory" else current(dest)
+        have = {"directory": current_directory, "link": current_link}.get(entry["state"], current)(dest)
         if have == "other":
             module.fail_json(msg="%s is there and is no %s: move it away, then run again" % (
-                dest, "directory" if entry["state"] == "directory" else "regular file"), **result)
+                dest, {"directory": "directory", "link": "symbolic link"}.get(entry["state"], "regular file")),
+                **result)
         action = action_for(entry, have, uid)
         result["files"].append({"dest": dest, "action": action})
         if action == "ok":
@@ -202,7 +286,10 @@ def run(module):
         result["changed"] = True
         result["changed_files"].append(dest)
         needed.add(entry["after"])
-        if module._diff and action in ("created", "updated", "removed") and entry["state"] != "directory":
+        if module._diff and entry["state"] == "link":
+            diffs.append({"before_header": dest, "after_header": dest, "before": "-> %s\n" % have[1] if have else "",
+                          "after": "-> %s\n" % entry["src"]})
+        elif module._diff and action in ("created", "updated", "removed") and entry["state"] != "directory":
             before = text_of(have[0]) if have and have[0] is not None else ""
             diffs.append({"before_header": dest, "after_header": dest, "before": before,
                           "after": "" if entry["state"] == "absent" else entry["content"]})
@@ -214,6 +301,8 @@ def run(module):
             os.chmod(dest, int(entry["mode"], 8))
             if os.stat(dest).st_uid != uid:
                 os.chown(dest, uid, os.getegid())
+        elif entry["state"] == "link":
+            put_link(dest, entry["src"])
         elif action == "removed":
             os.unlink(dest)
         elif action == "mode":

@@ -89,6 +89,13 @@ options:
     type: list
     elements: str
     default: []
+  packages:
+    description:
+      - Package names to look up in the root's package database (dpkg's status file, else C(rpm -q)); returned as
+        C(packages), so that a role asks the package manager only for what is missing.
+    type: list
+    elements: str
+    default: []
   watch:
     description:
       - Globs of more files whose content (mode and owner) is part of the converged state, besides the fixed
@@ -374,6 +381,11 @@ groups:
   description: Each name of I(groups) -> whether the root's C(/etc/group) has that group.
   returned: always
   type: dict
+packages:
+  description: Each name of I(packages) -> whether it is installed; empty when no package database answered.
+  returned: always
+  type: dict
+  sample: {build-essential: true, mokutil: false}
 os:
   description:
     - The OS and its package manager as setup's C(min) subset names them (C(distribution), C(distribution_version),
@@ -431,6 +443,7 @@ ARGUMENT_SPEC = dict(
     watch=dict(type="list", elements="str", default=[]),
     kernels=dict(type="list", elements="str", default=[]),
     groups=dict(type="list", elements="str", default=[]),
+    packages=dict(type="list", elements="str", default=[]),
 )
 
 

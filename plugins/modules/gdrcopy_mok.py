@@ -56,6 +56,27 @@ options:
   keygen:
     description: The helper that makes a key pair (C(keygen DIR CN DAYS) writes C(mok.key), C(mok.pem), C(mok.der)).
     type: path
+  helpers:
+    description:
+      - The role's helper programs (C(mok-sign), C(mok-keygen)), written first (after the checks that refuse) when
+        their content or mode differs, each through a temporary file and a rename - so the role needs no other
+        module start for them.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      dest:
+        description: Absolute path of the helper.
+        type: path
+        required: true
+      content:
+        description: Its whole content.
+        type: str
+        required: true
+      mode:
+        description: Octal permission bits, as a string.
+        type: str
+        default: "0755"
   controller_cert:
     description:
       - The controller's certificate (PEM or DER), a path on the controller (absolute, or found as the copy module
@@ -158,6 +179,7 @@ msg:
 
 import base64
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
@@ -181,6 +203,9 @@ ARGUMENT_SPEC = dict(
     key_cn=dict(type="str", default="gdrcopy-ansible module signing key", no_log=False),
     key_days=dict(type="int", default=36500, no_log=False),
     keygen=dict(type="path", no_log=False),
+    helpers=dict(type="list", elements="dict", default=[], no_log=False, options=dict(
+        dest=dict(type="path", required=True), content=dict(type="str", required=True, no_log=False),
+        mode=dict(type="str", default="0755"))),
     # the action plugin puts the files' content here, base64-encoded
     controller_cert=dict(type="str", default=""),
     controller_key=dict(type="str", default="", no_log=True),
@@ -291,6 +316,11 @@ def run(module, p, h=None):
     if why:
         raise Failed(why)
     changes = []
+    for helper in p.get("helpers") or []:
+        if not (helper["dest"].startswith("/") and re.match(r"^0?[0-7]{3}\Z", helper["mode"])):
+            raise Failed("helpers: %s wants an absolute path and an octal mode such as 0755" % helper["dest"])
+        if ensure(module, helper["dest"], to_bytes(helper["content"]), int(helper["mode"], 8), module.check_mode):
+            changes.append("wrote " + helper["dest"])
     if source != "enrolled":
         if not os.path.isdir(p["key_dir"]) or (os.stat(p["key_dir"]).st_mode & 0o777) != 0o700:
             changes.append("made %s (0700)" % p["key_dir"])

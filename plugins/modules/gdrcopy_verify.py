@@ -94,6 +94,11 @@ options:
     type: list
     elements: str
     default: []
+  packages:
+    description: As M(gpufleet.gdrcopy.gdrcopy_info)'s - package names looked up, returned as C(packages).
+    type: list
+    elements: str
+    default: []
   image:
     description:
       - Read C(/) as an image, as M(gpufleet.gdrcopy.gdrcopy_info)'s option of that name does; inside a chroot this is
@@ -189,6 +194,7 @@ ARGUMENT_SPEC = dict(
     write_record=dict(type="bool", default=False),
     nvidia_src_dir=dict(type="path"),
     groups=dict(type="list", elements="str", default=[]),
+    packages=dict(type="list", elements="str", default=[]),
     image=dict(type="bool", default=False),
     read=dict(type="dict"),
 )
@@ -230,6 +236,7 @@ def verify(module, params, host=None):
         "mok_cert": params["mok_cert"], "converged_inputs": params["inputs"], "watch": params["watch"],
         "kernels": params.get("kernels") or [],
         "nvidia_src_dir": params["nvidia_src_dir"], "groups": params["groups"],
+        "packages": params.get("packages") or [],
         "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
         "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)
     smoke = params["smoke_result"] if smoke_given else facts.get("smoke", dict(NOT_CHECKED, expected=""))

@@ -330,6 +330,17 @@ def test_replay_takes_the_record_alone_and_says_what_to_do(host, changes, named)
     assert not installed(host, K1).exists() and compiles(host) == []
 
 
+def test_a_tarball_sent_that_is_not_the_verified_one_is_refused_before_any_build(host):
+    sent = host["tmp"] / "sent.tar.gz"
+    sent.write_bytes(b"not the release")
+    node = host["tmp"] / "node.tar.gz"
+    driver = dict(host["params"]["driver"], tarball=str(node))
+    result, error = call(host, driver=driver, source={"src": "/ctl/gdrcopy.tar.gz", "from": str(sent)})
+    assert "the tarball sent from /ctl/gdrcopy.tar.gz has sha256 %s on the host, not the verified" % (
+        hashlib.sha256(b"not the release").hexdigest()) in error
+    assert not node.exists() and compiles(host) == []
+
+
 # --- the checks of the inputs ----------------------------------------------------------------------------------
 
 @pytest.mark.fault(16)
@@ -379,8 +390,12 @@ def test_what_a_signer_says_is_read_per_kernel(stdout, actions):
 # --- the module through Ansible ------------------------------------------------------------------------------
 
 def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path, host):
-    """The library alone (no kernel: /lib/modules is the real one here): argument spec, check, diff, changed."""
-    params = {"kernels": [], "lib": host["params"]["lib"], "driver": host["params"]["driver"]}
+    """The library alone (no kernel: /lib/modules is the real one here): argument spec, check, diff, changed; the
+    tarball sent by the action plugin from the "controller" (the test's file) to its place on the "host"."""
+    node_tarball = tmp_path / "node" / "src" / "gdrcopy.tar.gz"
+    params = {"kernels": [], "lib": host["params"]["lib"],
+              "driver": dict(host["params"]["driver"], tarball=str(node_tarball)),
+              "source": {"src": host["params"]["driver"]["tarball"]}}
     playbook = tmp_path / "build.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out"},
@@ -398,10 +413,14 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
     out, text = play("--check", "--diff")
     assert out["changed"] and out["lib"] == {"build": "would build", "install": "would install"}
     assert '"component": "lib"' in text and not Path(params["lib"]["dir"]).exists()
+    assert out["source"] == "would copy" and not node_tarball.exists()
     out, dummy = play()
     assert out["changed"] and out["lib"] == {"build": "built", "install": "installed"} and "diff" not in out
+    assert out["source"] == "copied" and node_tarball.read_bytes() == Path(params["source"]["src"]).read_bytes()
     out, dummy = play()
     assert out["changed"] is False and out["lib"] == {"build": "current", "install": "current"}
+    assert out["source"] == "current"
+    assert not list((tmp_path / "tmp").rglob("source.tar.gz"))  # the copy sent is removed with the task's tmp
 
 
 def test_ansible_doc_renders_the_module():

@@ -444,3 +444,16 @@ def test_the_files_that_gdrcopy_files_writes_are_checked_too():
     assert {"/etc/systemd/system/gdrcopy.service", "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
             "{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf",
             "{{ __mok_signing_libexec }}/mok-keygen"} <= set(dests)
+
+
+def test_the_units_wants_link_is_where_its_install_section_wants_it():
+    """gdrcopy_files enables gdrcopy.service by the link systemctl enable makes: the link's directory must be the
+    unit's WantedBy target, and the unit must have nothing else in [Install] that enable would act on."""
+    unit = (REPO / "roles" / "gdrcopy" / "templates" / "gdrcopy.service.j2").read_text()
+    install = unit.split("[Install]", 1)[1]
+    keys = dict(line.split("=", 1) for line in install.strip().splitlines() if "=" in line)
+    role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
+    links = [f for f in role_vars["__gdrcopy_files"]["gdrcopy_persist"] if f.get("state") == "link"]
+    assert list(keys) == ["WantedBy"]
+    assert links == [{"dest": "/etc/systemd/system/%s.wants/gdrcopy.service" % keys["WantedBy"].strip(),
+                      "state": "link", "src": "/etc/systemd/system/gdrcopy.service"}]

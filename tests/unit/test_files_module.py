@@ -19,8 +19,8 @@ UID = os.geteuid()
 
 
 def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enabled=0\n", mode="0644",
-          state="present", after="none"):
-    return {"dest": dest, "content": content, "mode": mode, "state": state, "after": after}
+          state="present", after="none", src=None):
+    return {"dest": dest, "content": content, "mode": mode, "state": state, "after": after, "src": src}
 
 
 @pytest.mark.parametrize("bad, sentence", [
@@ -32,6 +32,9 @@ def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enable
     (entry(content=None), "files: /etc/modprobe.d/gdrdrv.conf has no content"),
     (entry(state="directory"), "files: /etc/modprobe.d/gdrdrv.conf is a directory and has no content"),
     (entry(state="directory", content=None, mode="rwx"), "has mode 'rwx', not an octal mode"),
+    (entry(state="link", content=None, src="gdrcopy.service"), "wants an absolute src and no content"),
+    (entry(state="link", src="/etc/systemd/system/gdrcopy.service"), "wants an absolute src and no content"),
+    (entry(src="/etc/x"), "is no link and has no src"),
 ])
 def test_a_bad_entry_is_refused_with_its_path(bad, sentence):
     assert sentence in M.check_entry(bad)
@@ -148,8 +151,9 @@ class Failed(Exception):
 
 
 class Stub:
-    def __init__(self, files, check_mode=False, diff=False):
-        self.params, self.check_mode, self._diff, self.calls = {"files": files}, check_mode, diff, []
+    def __init__(self, files, check_mode=False, diff=False, groups=()):
+        self.params, self.check_mode, self._diff, self.calls = {"files": files, "groups": list(groups)}, check_mode, \
+            diff, []
 
     @staticmethod
     def atomic_move(src, dest):
@@ -203,3 +207,41 @@ def test_a_link_where_a_file_goes_is_replaced_and_a_binary_file_says_so_in_the_d
     assert not (tmp_path / "link").is_symlink() and (tmp_path / "link").read_text() == "file\n"
     assert (tmp_path / "target").read_text() == "x\n"
     assert r["diff"][1]["before"] == "(binary, 3 bytes)\n"
+
+
+def test_a_unit_is_enabled_by_its_wants_link_made_through_a_rename(tmp_path):
+    unit, wants = tmp_path / "gdrcopy.service", tmp_path / "multi-user.target.wants" / "gdrcopy.service"
+    link = entry(dest=str(wants), state="link", content=None, src=str(unit))
+    r = M.run(Stub([link], check_mode=True, diff=True))
+    assert r["changed_files"] == [str(wants)] and not wants.parent.exists()
+    assert r["diff"] == [{"before_header": str(wants), "after_header": str(wants), "before": "",
+                          "after": "-> %s\n" % unit}]
+    r = M.run(Stub([link]))
+    assert r["files"] == [{"dest": str(wants), "action": "created"}] and os.readlink(wants) == str(unit)
+    assert os.listdir(wants.parent) == ["gdrcopy.service"]  # no temporary link left
+    assert M.run(Stub([link]))["changed"] is False
+    wants.unlink()
+    wants.symlink_to("/dev/null")  # pointed elsewhere by hand
+    r = M.run(Stub([link], diff=True))
+    assert r["files"][0]["action"] == "updated" and os.readlink(wants) == str(unit)
+    assert r["diff"][0]["before"] == "-> /dev/null\n"
+    r = M.run(Stub([dict(link, state="absent", src=None)]))
+    assert r["files"][0]["action"] == "removed" and not os.path.lexists(wants)
+    wants.write_text("a file\n")
+    with pytest.raises(Failed, match="is there and is no symbolic link: move it away"):
+        M.run(Stub([link]))
+
+
+def test_a_missing_group_is_made_first_and_an_existing_one_left(monkeypatch):
+    import grp
+    monkeypatch.setattr(M.grp, "getgrnam", lambda name: grp.getgrgid(0) if name == "root" else (_ for _ in ()).throw(KeyError(name)))
+    m = Stub([], groups=["root", "gdrdrv"], check_mode=True)
+    r = M.run(m)
+    assert r["groups"] == [{"name": "root", "action": "ok"}, {"name": "gdrdrv", "action": "created"}]
+    assert r["changed"] is True and m.calls == []
+    m = Stub([], groups=["root", "gdrdrv"])
+    assert M.run(m)["changed"] is True and m.calls == [["/usr/sbin/groupadd", "--system", "gdrdrv"]]
+    m = Stub([], groups=["root"])
+    assert M.run(m)["changed"] is False and m.calls == []
+    with pytest.raises(Failed, match="groups: gdr drv is no group name"):
+        M.run(Stub([], groups=["gdr drv"]))

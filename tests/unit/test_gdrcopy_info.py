@@ -576,3 +576,25 @@ def test_groups_are_looked_up_in_the_roots_group_file(tmp_path):
     write(str(tmp_path), "/etc/group", "root:x:0:\n# a comment\ngdrcopy:x:998:alice\n")
     r = gdrcopy_facts.gather(FakeModule(), params(str(tmp_path), groups=["gdrcopy", "video"]))
     assert r["groups"] == {"gdrcopy": True, "video": False}
+
+
+def test_the_packages_asked_about_are_read_from_the_package_database(working_root):
+    from test_parsers import DPKG_STATUS
+    m = working_module(working_root)
+    names = ["build-essential", "mokutil", "zstd", "openssl"]
+    assert gdrcopy_facts.gather(m, params(working_root), gdrcopy_facts.Host(m, working_root, live=True))["packages"] == {}
+    r = gdrcopy_facts.gather(m, params(working_root, packages=names), gdrcopy_facts.Host(m, working_root, live=True))
+    assert r["packages"] == {}  # no dpkg status and no rpm: unknown, so the roles ask for every package
+    write(working_root, "/var/lib/dpkg/status", DPKG_STATUS)
+    r = gdrcopy_facts.gather(m, params(working_root, packages=names), gdrcopy_facts.Host(m, working_root, live=True))
+    assert r["packages"] == {"build-essential": True, "mokutil": False, "zstd": False, "openssl": True}
+
+
+def test_on_an_rpm_host_rpm_is_asked_once(working_root):
+    m = working_module(working_root)
+    m.tools["rpm"] = "/usr/bin/rpm"
+    argv = ("/usr/bin/rpm", "--root", working_root, "-q", "--queryformat", "installed %{NAME}\\n", "gcc", "mokutil")
+    m.outputs[argv] = (1, "installed gcc\npackage mokutil is not installed\n", "")
+    r = gdrcopy_facts.gather(m, params(working_root, packages=["mokutil", "gcc"]),
+                             gdrcopy_facts.Host(m, working_root, live=True))
+    assert r["packages"] == {"mokutil": False, "gcc": True} and m.calls.count(argv) == 1

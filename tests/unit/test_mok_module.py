@@ -231,3 +231,21 @@ def test_the_chosen_certificate_is_read_once_when_the_call_leaves_it_as_it_was(t
     monkeypatch.setattr(M.F, "cert_mok_state", lambda h, cert, efi: reads.append(cert) or real(h, cert, efi))
     r = M.run(Module(), params(tmp_path), Host())
     assert reads == [] and r["signer"]["state"] == "not_enrolled"  # the probe's answer, not a second mokutil call
+
+
+def test_the_helpers_are_written_first_once_and_after_the_refusals(tmp_path, firmware):
+    helper = {"dest": str(tmp_path / "libexec/mok-sign"), "content": "#!/bin/sh\necho signed\n", "mode": "0755"}
+    firmware["enabled"] = True
+    with pytest.raises(M.Failed, match="mok_signing_enrollment_password is empty"):
+        M.run(Module(), params(tmp_path, helpers=[helper]), Host())
+    assert not (tmp_path / "libexec").exists()
+    firmware["enabled"] = False
+    r = M.run(Module(check_mode=True), params(tmp_path, helpers=[helper]), Host())
+    assert r["changes"][0] == "wrote " + helper["dest"] and not (tmp_path / "libexec").exists()
+    r = M.run(Module(), params(tmp_path, helpers=[helper]), Host())
+    assert r["changes"][0] == "wrote " + helper["dest"]
+    assert (tmp_path / "libexec/mok-sign").read_text() == helper["content"]
+    assert oct((tmp_path / "libexec/mok-sign").stat().st_mode & 0o777) == "0o755"
+    assert M.run(Module(), params(tmp_path, helpers=[helper]), Host())["changed"] is False
+    with pytest.raises(M.Failed, match="helpers: relative wants an absolute path"):
+        M.run(Module(), params(tmp_path, helpers=[dict(helper, dest="relative")]), Host())

@@ -508,3 +508,35 @@ def test_a_device_node_any_local_user_can_open_is_a_concern(mode, open_to_all):
     assert bool(concern) is open_to_all
     if open_to_all:
         assert concern.startswith("/dev/gdrdrv gives every local user access (mode %s)" % mode)
+
+
+DPKG_STATUS = """Package: build-essential
+Status: install ok installed
+Priority: optional
+Architecture: amd64
+Version: 12.9
+
+Package: mokutil
+Status: deinstall ok config-files
+Architecture: amd64
+Version: 0.6.0-2
+
+Package: zstd
+Status: install ok unpacked
+Version: 1.5.4+dfsg2-5
+
+Package: openssl
+Status: hold ok installed
+Description: Secure Sockets Layer toolkit
+ a continuation line that mentions Package: fake
+"""
+
+
+def test_dpkg_status_lists_installed_packages_only():
+    assert P.parse_dpkg_status(DPKG_STATUS) == {"build-essential", "openssl"}
+    assert P.parse_dpkg_status("") == set()
+
+
+def test_rpm_query_lists_installed_packages_only():
+    out = "installed gcc\npackage mokutil is not installed\ninstalled kmod\n"
+    assert P.parse_rpm_installed(out) == {"gcc", "kmod"}
