@@ -126,8 +126,8 @@ options:
   source:
     description:
       - The verified source tarball on the controller, which this module's action plugin sends to the host -
-        O(driver.tarball) is replaced (a temporary file and a rename) when its sha256 is not
-        O(driver.stamp_base.sha256), before any build. A copy whose sha256 is not that one is refused.
+        O(driver.tarball) is replaced (a temporary file and a rename) when its sha256 is not the C(sha256) of
+        O(driver.stamp_base), before any build. A copy whose sha256 is not that one is refused.
       - Left out, O(driver.tarball) must be on the host already (the kernel hook's and O(replay)'s case).
     type: dict
     suboptions:
@@ -406,8 +406,8 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
         result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
                             modules_root=modules_root, takes=takes, pack=pack, **kwargs)
     except P.PipelineError as e:
-        return summarize(e.results or {"changed": False, "lib": None, "kernels": [], "diff": [],
-                                          "seconds": {}}), str(e)
+        empty = {"changed": False, "lib": None, "kernels": [], "diff": [], "seconds": {}}
+        return summarize(e.results or empty), str(e)
     out = summarize(result)
     out["source"] = tarball
     if tarball in ("copied", "would copy"):
