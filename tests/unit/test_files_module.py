@@ -233,8 +233,11 @@ def test_a_unit_is_enabled_by_its_wants_link_made_through_a_rename(tmp_path):
 
 
 def test_a_missing_group_is_made_first_and_an_existing_one_left(monkeypatch):
-    import grp
-    monkeypatch.setattr(M.grp, "getgrnam", lambda name: grp.getgrgid(0) if name == "root" else (_ for _ in ()).throw(KeyError(name)))
+    def getgrnam(name):  # this host has root's group and no other
+        if name != "root":
+            raise KeyError(name)
+        return ("root", "x", 0, [])
+    monkeypatch.setattr(M.grp, "getgrnam", getgrnam)
     m = Stub([], groups=["root", "gdrdrv"], check_mode=True)
     r = M.run(m)
     assert r["groups"] == [{"name": "root", "action": "ok"}, {"name": "gdrdrv", "action": "created"}]
