@@ -17,6 +17,7 @@ __metaclass__ = type
 import base64
 import os
 
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
@@ -45,7 +46,7 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
             if fleet and not result.get("failed"):
                 self._bring(fleet.get("cache") or "", result.get("packed") or [], report, task_vars)
-        except FLEET.FleetError as err:
+        except (FLEET.FleetError, AnsibleActionFail) as err:
             result.update(failed=True, msg=to_text(err))
         finally:
             if self._connection._shell.tmpdir is not None:
@@ -67,7 +68,7 @@ class ActionModule(ActionBase):
         """O(source) with the copy on the host (from); in check mode nothing is sent (the module predicts)."""
         src = source.get("src") or ""
         if not (os.path.isabs(src) and os.path.isfile(src)):
-            raise FLEET.FleetError("source.src: %s is not a file on the controller" % (src or "(empty)"))
+            raise AnsibleActionFail("source.src: %s is not a file on the controller" % (src or "(empty)"))
         if self._task.check_mode:
             return {"src": src}
         return {"src": src, "from": self._put(src, "source.tar.gz")}

@@ -10,7 +10,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import tempfile
+
+MODE_RE = re.compile(r"^0?[0-7]{3}\Z")  # an octal mode as the roles write it ("0644")
 
 
 def current(dest):

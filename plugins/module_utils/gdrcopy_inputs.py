@@ -224,7 +224,8 @@ kernel_release = pattern(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}\Z",
 # A kernel module name (MODULE_NAME_LEN is 56 with its NUL): it reaches modprobe argv and the unit's ExecStart=.
 module_name = pattern(r"^[A-Za-z0-9_-]{1,55}\Z", "a kernel module name (letters, digits, _ and -)")
 # A group name as useradd/groupadd accept it (shadow-utils' default rule), at most 32 characters.
-group_name = pattern(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z",
+GROUP_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z"  # gdrcopy_files makes groups by the same rule
+group_name = pattern(GROUP_NAME_RE,
                      "a group name (a letter or _, then letters, digits, _ . or -, at most 32 characters)", max_len=32)
 url = pattern(r"^(https?|ftp|file)://[^\s\"'<>\\`]+\Z", "an https://, http://, ftp:// or file:// URL",
               optional=True, max_len=2048)

@@ -375,8 +375,9 @@ def install_file(src, dest):
 
 
 def point_link(link, target, check=False):
-    """Point the symbolic link at target (relative) through a temporary link and a rename, so that the loader never
-    finds no link; True when it changed (in check mode, would change)."""
+    """Point the symbolic link at target through a temporary link and a rename, so that a reader never finds no
+    link (the missing parent made, 0755); True when it changed (in check mode, would change). Also what
+    gdrcopy_files (state link) and gdrcopy_mok (the signer link) write links with."""
     try:
         if os.readlink(link) == target:
             return False
@@ -384,6 +385,8 @@ def point_link(link, target, check=False):
         if os.path.lexists(link):
             raise PipelineError("%s is there and is no symbolic link: move it away, then run again" % link)
     if not check:
+        if not os.path.isdir(os.path.dirname(link)):
+            os.makedirs(os.path.dirname(link), 0o755)
         tmp = link + ".gdrcopy-new"
         if os.path.lexists(tmp):
             os.unlink(tmp)

@@ -125,9 +125,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import current, put
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import MODE_RE, current, put
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import GROUP_NAME_RE
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import point_link
 
-MODE_RE = re.compile(r"^0?[0-7]{3}\Z")
 FILE_SPEC = dict(
     dest=dict(type="str", required=True),
     content=dict(type="str"),
@@ -138,7 +139,7 @@ FILE_SPEC = dict(
 )
 ARGUMENT_SPEC = dict(files=dict(type="list", elements="dict", required=True, options=FILE_SPEC),
                      groups=dict(type="list", elements="str", default=[]))
-GROUP_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+GROUP_RE = re.compile(GROUP_NAME_RE)  # the rule the roles' inputs are checked with
 
 
 def check_entry(entry):
@@ -204,22 +205,6 @@ def current_link(dest):
         return None if not os.path.lexists(dest) else "other"
 
 
-def put_link(dest, src):
-    """Point dest at src through a temporary link in the same directory and a rename."""
-    parent = os.path.dirname(dest)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
-    tmp = os.path.join(parent, ".%s.%d.tmp" % (os.path.basename(dest), os.getpid()))
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    os.symlink(src, tmp)
-    try:
-        os.rename(tmp, dest)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
 def make_groups(module, names, check):
     """Each group of names made (groupadd --system) when missing: [{name, action}]."""
     out = []
@@ -266,7 +251,7 @@ def run(module):
             module.fail_json(msg=error)
     bad = [g for g in module.params["groups"] if not GROUP_RE.match(g)]
     if bad:
-        module.fail_json(msg="groups: %s is no group name (lower case letters, digits, _ and -, at most 32)" % bad[0])
+        module.fail_json(msg="groups: %s is no group name (a letter or _, then letters, digits, _ . or -, at most 32)" % bad[0])
     uid = os.geteuid()
     result = {"changed": False, "files": [], "changed_files": [], "ran": [],
               "groups": make_groups(module, module.params["groups"], module.check_mode)}
@@ -302,7 +287,7 @@ def run(module):
             if os.stat(dest).st_uid != uid:
                 os.chown(dest, uid, os.getegid())
         elif entry["state"] == "link":
-            put_link(dest, entry["src"])
+            point_link(dest, entry["src"])
         elif action == "removed":
             os.unlink(dest)
         elif action == "mode":

@@ -179,7 +179,6 @@ msg:
 
 import base64
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
@@ -188,8 +187,8 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_co
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import MODE_RE, ensure
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS, PipelineError, point_link
 
 DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
 DKMS_DROPIN = "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf"
@@ -259,19 +258,11 @@ def make_key(module, h, p, pair, changes):
 
 
 def link_record(module, record, cert, changes):
-    if os.path.islink(record) and os.readlink(record) == cert:
-        return
-    changes.append("linked %s to %s" % (record, cert))
-    if module.check_mode:
-        return
-    parent = os.path.dirname(record)
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
-    tmp = "%s/.%s.new" % (parent, os.path.basename(record))
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    os.symlink(cert, tmp)
-    os.rename(tmp, record)
+    try:
+        if point_link(record, cert, module.check_mode):
+            changes.append("linked %s to %s" % (record, cert))
+    except PipelineError as e:
+        raise Failed(str(e))
 
 
 def import_for_enrollment(module, h, p, cert, changes):
@@ -317,7 +308,7 @@ def run(module, p, h=None):
         raise Failed(why)
     changes = []
     for helper in p.get("helpers") or []:
-        if not (helper["dest"].startswith("/") and re.match(r"^0?[0-7]{3}\Z", helper["mode"])):
+        if not (helper["dest"].startswith("/") and ".." not in helper["dest"].split("/") and MODE_RE.match(helper["mode"])):
             raise Failed("helpers: %s wants an absolute path and an octal mode such as 0755" % helper["dest"])
         if ensure(module, helper["dest"], to_bytes(helper["content"]), int(helper["mode"], 8), module.check_mode):
             changes.append("wrote " + helper["dest"])

@@ -169,12 +169,13 @@ ansible_facts:
 """
 
 import json
-import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
 
 ARGUMENT_SPEC = dict(
     build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
@@ -207,26 +208,6 @@ def record_text(facts, inputs, tests):
                       indent=4, sort_keys=True) + "\n"
 
 
-def write_record(path, text):
-    """Write text to path (0600, a temporary file and a rename); True when it changed."""
-    try:
-        with open(path) as f:
-            if f.read() == text:
-                return False
-    except (IOError, OSError):
-        pass
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o600)
-    os.rename(tmp, path)
-    return True
-
-
 def verify(module, params, host=None):
     h = host or F.Host(module, "/", image=params.get("image", False))
     smoke_given, tests_given = params.get("smoke_result") is not None, params.get("tests_result") is not None
@@ -246,14 +227,7 @@ def verify(module, params, host=None):
     if params["write_record"] and params.get("inputs") is not None and not result["problems"] \
             and not facts["blockers"]:
         path, text = h.path(C.RECORD_PATH), record_text(facts, params["inputs"], tests)
-        if module.check_mode:
-            try:
-                with open(path) as f:
-                    changed = f.read() != text
-            except (IOError, OSError):
-                changed = True
-        else:
-            changed = write_record(path, text)
+        changed = ensure(module, path, to_bytes(text), 0o600, module.check_mode)  # temporary file and rename
         result["record_written"] = result["changed"] = changed
         if changed and module._diff:
             result["diff"] = {"before_header": C.RECORD_PATH, "after_header": C.RECORD_PATH, "after": text}

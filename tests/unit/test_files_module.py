@@ -246,5 +246,7 @@ def test_a_missing_group_is_made_first_and_an_existing_one_left(monkeypatch):
     assert M.run(m)["changed"] is True and m.calls == [["/usr/sbin/groupadd", "--system", "gdrdrv"]]
     m = Stub([], groups=["root"])
     assert M.run(m)["changed"] is False and m.calls == []
+    m = Stub([], groups=["GPU.users"], check_mode=True)  # what gdrcopy_device_group accepts, the module does too
+    assert M.run(m)["groups"] == [{"name": "GPU.users", "action": "created"}]
     with pytest.raises(Failed, match="groups: gdr drv is no group name"):
         M.run(Stub([], groups=["gdr drv"]))

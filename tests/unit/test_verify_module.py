@@ -28,6 +28,10 @@ class Module:
     def __init__(self, inner, check_mode=False, diff=False):
         self.inner, self.check_mode, self._diff = inner, check_mode, diff
 
+    @staticmethod
+    def atomic_move(src, dest):  # AnsibleModule's, as the record is written through fileops.ensure
+        os.rename(src, dest)
+
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
