@@ -3,7 +3,7 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """Files on the host, written the one way the collection's modules write them: compared first, then through a
 temporary file in the same directory and a rename (AnsibleModule.atomic_move), so that a reader or a killed run
-never sees half a file. Used by gdrcopy_files and gdrcopy_mok."""
+never sees half a file. Used by gdrcopy_files, gdrcopy_mok (its helpers) and gdrcopy_build (its helpers)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,6 +14,11 @@ import re
 import tempfile
 
 MODE_RE = re.compile(r"^0?[0-7]{3}\Z")  # an octal mode as the roles write it ("0644")
+# The helpers option (documented in plugins/doc_fragments/helpers.py): the programs a role runs, written by the
+# module that runs first with them (ensure_helpers).
+HELPERS_SPEC = dict(type="list", elements="dict", default=[], no_log=False, options=dict(
+    dest=dict(type="path", required=True), content=dict(type="str", required=True, no_log=False),
+    mode=dict(type="str", default="0755")))
 
 
 def current(dest):
@@ -66,3 +71,15 @@ def ensure(module, dest, data, mode, check_mode=False):
     if not check_mode:
         put(module, dest, data, mode)
     return True
+
+
+def ensure_helpers(module, helpers, check_mode=False, option="helpers"):
+    """Each of helpers ({dest, content, mode}: the programs a role runs) through ensure(), once every one was
+    checked (an absolute path without '..', an octal mode): the destinations that changed. ValueError naming the
+    option and the entry, before anything is written."""
+    for helper in helpers or []:
+        dest, mode = helper["dest"], helper.get("mode") or "0755"
+        if not (dest.startswith("/") and ".." not in dest.split("/") and MODE_RE.match(mode)):
+            raise ValueError("%s: %s wants an absolute path and an octal mode such as 0755" % (option, dest))
+    return [h["dest"] for h in helpers or []
+            if ensure(module, h["dest"], h["content"].encode("utf-8"), int(h.get("mode") or "0755", 8), check_mode)]

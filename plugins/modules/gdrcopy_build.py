@@ -27,8 +27,12 @@ description:
     installed between two runs, with the driver options this module records in O(record). O(replay) does the same
     from Ansible, for the kernels installed since the run that wrote the record (playbooks/gdrcopy.yml, when
     preflight found nothing else changed).
+  - O(helpers) are the role's C(gdrcopy-build), C(gdrcopy-install) and C(gdrcopy-smoke), written first - the
+    builds and installs of this call run the first two, the load step and the nodes booted from an image the third;
+    the kernel hook and O(replay) find them there.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)
+extends_documentation_fragment: [gpufleet.gdrcopy.helpers]
 options:
   kernels:
     description: The kernel releases to build gdrdrv for. Each needs its headers (C(/lib/modules/<k>/build)).
@@ -316,12 +320,18 @@ record:
   description: Whether the driver record changed.
   returned: always
   type: bool
+helpers:
+  description: The helpers (O(helpers)) written by this call (in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fleet as FLEET
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import HELPERS_SPEC, ensure_helpers
 
 DRIVER_OPTIONS = dict(
     build_helper=dict(type="path", required=True),
@@ -354,6 +364,7 @@ ARGUMENT_SPEC = dict(
     kernels=dict(type="list", elements="str", required=True),
     driver=dict(type="dict", options=DRIVER_OPTIONS),
     lib=dict(type="dict", options=LIB_OPTIONS),
+    helpers=HELPERS_SPEC,
     install=dict(type="bool", default=True),
     record=dict(type="path"),
     replay=dict(type="bool", default=False),
@@ -469,12 +480,26 @@ def summarize(result):
     return result
 
 
+def write_helpers(module, params):
+    """O(helpers) in place (fileops.ensure_helpers): the ones written; PipelineError for a bad entry."""
+    try:
+        return ensure_helpers(module, params.get("helpers"), module.check_mode)
+    except ValueError as e:
+        raise P.PipelineError(str(e))
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
+        helpers = write_helpers(module, module.params)
         result, error = build(module.params, check=module.check_mode)
     except P.PipelineError as e:
         module.fail_json(msg=str(e))
+    result["helpers"] = helpers
+    if helpers:
+        result["changed"] = True
+        result["diff"][:0] = [{"before_header": h, "after_header": h, "before": "", "after": "(written)\n"}
+                              for h in helpers]
     diff = result.pop("diff", [])
     if module._diff:
         result["diff"] = diff

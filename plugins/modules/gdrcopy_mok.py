@@ -27,9 +27,12 @@ description:
     marker so that a later run says when a request lapsed, and sets the MokManager timeout; points DKMS at the same
     pair (O(dkms)).
   - In an image (O(image)) nothing is imported - Secure Boot and the MOK list belong to the nodes that boot it.
+  - O(helpers) are the role's C(mok-sign) and C(mok-keygen), written after the checks that refuse and before the
+    key is made.
   - Its action plugin reads O(controller_cert) and O(controller_key) on the controller.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)
+extends_documentation_fragment: [gpufleet.gdrcopy.helpers]
 options:
   key_source:
     description: Where the key comes from (C(auto) - enrolled, else controller, else generate).
@@ -56,27 +59,6 @@ options:
   keygen:
     description: The helper that makes a key pair (C(keygen DIR CN DAYS) writes C(mok.key), C(mok.pem), C(mok.der)).
     type: path
-  helpers:
-    description:
-      - The role's helper programs (C(mok-sign), C(mok-keygen)), written first (after the checks that refuse) when
-        their content or mode differs, each through a temporary file and a rename - so the role needs no other
-        module start for them.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      dest:
-        description: Absolute path of the helper.
-        type: path
-        required: true
-      content:
-        description: Its whole content.
-        type: str
-        required: true
-      mode:
-        description: Octal permission bits, as a string.
-        type: str
-        default: "0755"
   controller_cert:
     description:
       - The controller's certificate (PEM or DER), a path on the controller (absolute, or found as the copy module
@@ -187,7 +169,7 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_co
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import MODE_RE, ensure
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import HELPERS_SPEC, ensure, ensure_helpers
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS, PipelineError, point_link
 
 DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
@@ -202,9 +184,7 @@ ARGUMENT_SPEC = dict(
     key_cn=dict(type="str", default="gdrcopy-ansible module signing key", no_log=False),
     key_days=dict(type="int", default=36500, no_log=False),
     keygen=dict(type="path", no_log=False),
-    helpers=dict(type="list", elements="dict", default=[], no_log=False, options=dict(
-        dest=dict(type="path", required=True), content=dict(type="str", required=True, no_log=False),
-        mode=dict(type="str", default="0755"))),
+    helpers=HELPERS_SPEC,
     # the action plugin puts the files' content here, base64-encoded
     controller_cert=dict(type="str", default=""),
     controller_key=dict(type="str", default="", no_log=True),
@@ -307,11 +287,10 @@ def run(module, p, h=None):
     if why:
         raise Failed(why)
     changes = []
-    for helper in p.get("helpers") or []:
-        if not (helper["dest"].startswith("/") and ".." not in helper["dest"].split("/") and MODE_RE.match(helper["mode"])):
-            raise Failed("helpers: %s wants an absolute path and an octal mode such as 0755" % helper["dest"])
-        if ensure(module, helper["dest"], to_bytes(helper["content"]), int(helper["mode"], 8), module.check_mode):
-            changes.append("wrote " + helper["dest"])
+    try:
+        changes += ["wrote " + dest for dest in ensure_helpers(module, p.get("helpers"), module.check_mode)]
+    except ValueError as e:
+        raise Failed(str(e))
     if source != "enrolled":
         if not os.path.isdir(p["key_dir"]) or (os.stat(p["key_dir"]).st_mode & 0o777) != 0o700:
             changes.append("made %s (0700)" % p["key_dir"])

@@ -393,9 +393,11 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
     """The library alone (no kernel: /lib/modules is the real one here): argument spec, check, diff, changed; the
     tarball sent by the action plugin from the "controller" (the test's file) to its place on the "host"."""
     node_tarball = tmp_path / "node" / "src" / "gdrcopy.tar.gz"
+    helper = tmp_path / "node" / "libexec" / "gdrcopy-smoke"
     params = {"kernels": [], "lib": host["params"]["lib"],
               "driver": dict(host["params"]["driver"], tarball=str(node_tarball)),
-              "source": {"src": host["params"]["driver"]["tarball"]}}
+              "source": {"src": host["params"]["driver"]["tarball"]},
+              "helpers": [{"dest": str(helper), "content": (FILES / "gdrcopy-smoke").read_text()}]}
     playbook = tmp_path / "build.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out"},
@@ -414,12 +416,21 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
     assert out["changed"] and out["lib"] == {"build": "would build", "install": "would install"}
     assert '"component": "lib"' in text and not Path(params["lib"]["dir"]).exists()
     assert out["source"] == "would copy" and not node_tarball.exists()
+    assert out["helpers"] == [str(helper)] and not helper.exists()
     out, dummy = play()
     assert out["changed"] and out["lib"] == {"build": "built", "install": "installed"} and "diff" not in out
     assert out["source"] == "copied" and node_tarball.read_bytes() == Path(params["source"]["src"]).read_bytes()
+    assert out["helpers"] == [str(helper)] and helper.read_bytes() == (FILES / "gdrcopy-smoke").read_bytes()
+    assert helper.stat().st_mode & 0o777 == 0o755
     out, dummy = play()
     assert out["changed"] is False and out["lib"] == {"build": "current", "install": "current"}
-    assert out["source"] == "current"
+    assert out["source"] == "current" and out["helpers"] == []
+    params["helpers"][0]["mode"] = "0644; rm -rf /"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out", "ignore_errors": True},
+        {"ansible.builtin.debug": {"var": "out"}}]}]))
+    out, dummy = play()
+    assert out["failed"] and "helpers: %s wants an absolute path and an octal mode" % helper in out["msg"]
     assert not list((tmp_path / "tmp").rglob("source.tar.gz"))  # the copy sent is removed with the task's tmp
 
 

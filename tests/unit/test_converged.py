@@ -282,7 +282,6 @@ def test_the_smoke_check_runs_the_installed_helper(working_root):  # noqa: F811
 
 # Destinations the fingerprint covers another way, or that a converged host does not need, with the reason.
 NOT_WATCHED = {
-    "{{ gdrcopy_build_root }}/src": "the build root: builds are compared by their stamps",
     "{{ __gdrcopy_node_tarball }}": "the source tarball on the node: only a build reads it",
     "{{ gdrcopy_build_root }}/artifacts": "fleet build artifacts: a build reads them",
     "{{ gdrcopy_build_root }}/artifacts/": "fleet build artifacts: a build reads them",

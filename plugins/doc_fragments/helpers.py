@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 gdrcopy-ansible contributors
+"""The helpers option of the modules that write the programs their role runs (gdrcopy_build, gdrcopy_mok); its
+argument spec is module_utils/gdrcopy_fileops.HELPERS_SPEC."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  helpers:
+    description:
+      - The programs the role runs on the host (which ones - see the module's description), each written when its
+        content or mode differs, through a temporary file in its directory and a rename (a reader never sees half
+        a file) - so the role needs no other module start for them. Every entry is checked before any is written.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      dest:
+        description: Absolute path of the helper (no C(..) part).
+        type: path
+        required: true
+      content:
+        description: Its whole content.
+        type: str
+        required: true
+      mode:
+        description: Octal permission bits, as a string.
+        type: str
+        default: "0755"
+"""
