@@ -118,3 +118,64 @@ def test_the_mode_is_resolved_in_one_place():
              [REPO / "playbooks" / "preflight.yml"] + sorted((REPO / "roles").glob("*/vars/main.yml"))}
     assert {p for p, text in users.items() if "gpufleet.gdrcopy.resolve_mode(ansible_connection" in text} == set(users)
     assert not [p for p, text in users.items() if "'chroot'" in text or "chroot]" in text]
+
+
+# --- converged hosts split off in one place (plugins/filter/skip_converged.py) ------------------------------------
+
+def test_converged_hosts_leave_the_patterns_of_the_plays_that_change_things(tmp_path):
+    """Ansible itself: preflight's group_by, then plays whose pattern goes through the filter. The converged host
+    runs none of them, the kernels-only host only the one that keeps it, the others all; with no host converged the
+    pattern is left as it is and Ansible warns about no unknown group."""
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("".join("%s ansible_connection=local ansible_python_interpreter=%s\n" % (h, sys.executable)
+                                 for h in ("done", "kernel", "fresh")))
+    plays = [{"hosts": "all", "gather_facts": False, "tasks": [
+        {"ansible.builtin.group_by": {"key": "{{ 'gdrcopy_new_kernels' if inventory_hostname == 'kernel' "
+                                             "else 'gdrcopy_converged' }}"},
+         "when": "inventory_hostname in split"}]}]
+    for name, keep in (("peermem", "false"), ("gdrcopy", "true")):
+        plays.append({"name": name, "gather_facts": False,
+                      "hosts": "{{ 'all' | gpufleet.gdrcopy.skip_converged(groups, new_kernels=%s) }}" % keep,
+                      "tasks": [{"ansible.builtin.debug": {"msg": "RAN %s {{ inventory_hostname }}" % name}}]})
+    book = tmp_path / "split.yml"
+    book.write_text(json.dumps(plays))
+    rc, out = ansible_playbook(tmp_path, book, [COLLECTIONS], "-i", str(inventory), "-e",
+                               json.dumps({"split": ["done", "kernel"]}))
+    assert rc == 0, out
+    ran = set(re.findall(r"RAN (\w+ \w+)", out))
+    assert ran == {"peermem fresh", "gdrcopy fresh", "gdrcopy kernel"}, out
+    rc, out = ansible_playbook(tmp_path, book, [COLLECTIONS], "-i", str(inventory), "-e", json.dumps({"split": []}))
+    assert rc == 0 and "Could not match" not in out, out
+    assert len(set(re.findall(r"RAN (\w+ \w+)", out))) == 6, out
+
+
+def test_the_plays_that_change_things_take_the_filter_and_preflight_names_its_groups():
+    import yaml
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter import skip_converged as S
+    books = {p.stem: yaml.safe_load(p.read_text()) for p in (REPO / "playbooks").glob("*.yml")}
+    patterns = {name: play["hosts"] for name, book in books.items() for play in book if "hosts" in play}
+    assert patterns["nvidia_peermem"].endswith("| gpufleet.gdrcopy.skip_converged(groups) }}")
+    assert patterns["mok_signing"].endswith("| gpufleet.gdrcopy.skip_converged(groups) }}")
+    assert patterns["gdrcopy"].endswith("| gpufleet.gdrcopy.skip_converged(groups, new_kernels=true) }}")
+    assert all("skip_converged" not in patterns[p] for p in ("preflight", "verify", "status"))  # they report all
+    text = (REPO / "playbooks" / "preflight.yml").read_text()
+    assert "key: \"{{ '%s' if __preflight_new_kernels else '%s' }}\"" % (S.NEW_KERNELS, S.CONVERGED) in text
+
+
+@pytest.mark.parametrize("pattern, groups, new_kernels, out", [
+    ("all", {"all": [], "gdrcopy_converged": ["a"]}, False, "all:!gdrcopy_converged"),
+    ("gpu,cpu", {"gdrcopy_converged": [], "gdrcopy_new_kernels": []}, False,
+     "gpu,cpu:!gdrcopy_converged:!gdrcopy_new_kernels"),
+    ("gpu", {"gdrcopy_converged": [], "gdrcopy_new_kernels": []}, True, "gpu:!gdrcopy_converged"),
+    ("gpu", {"all": []}, False, "gpu"),
+])
+def test_skip_converged_excludes_the_groups_that_exist(pattern, groups, new_kernels, out):
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.skip_converged import skip_converged
+    assert skip_converged(pattern, groups, new_kernels) == out
+
+
+def test_skip_converged_names_an_empty_pattern():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.skip_converged import skip_converged
+    with pytest.raises(AnsibleFilterError, match="gdrcopy_hosts"):
+        skip_converged(" ", {})
