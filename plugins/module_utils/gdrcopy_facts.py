@@ -22,6 +22,7 @@ from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_smoke as SMOKE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
@@ -177,6 +178,12 @@ class Host:
     def run(self, argv):
         rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
         return rc, out, err
+
+    def smoke(self, expect):
+        """The smoke check (gdr_open through the installed library) in a child of this process, as the gdrcopy-smoke
+        helper runs it (module_utils/gdrcopy_smoke.py is both): (exit code, JSON, error), without an interpreter
+        start. Only on a live host."""
+        return SMOKE.in_child(SMOKE.check, (SMOKE.LIBRARY, expect), SMOKE_TIMEOUT)
 
 
 # --- kernel ---------------------------------------------------------------------------------------------------
@@ -702,16 +709,18 @@ def run_tests(h, facts, names, gpu_id, timeout):
 
 
 SMOKE_PROGRAM = PATHS["smoke_program"]
+SMOKE_TIMEOUT = 60  # seconds; gdr_open on a wedged driver must not hang the run
 
 
 def smoke_check(h, expect):
-    """The gdrcopy role's smoke helper (gdr_open through the installed library), as the role records it."""
+    """The gdrcopy role's smoke check (gdr_open through the installed library; Host.smoke), as the role records
+    it. The helper's presence says the role installed the library."""
     none = {"ran": False, "method": "none", "passed": False, "expected": expect}
     if not h.live:
         return dict(none, msg="not a running host (image): nothing to open")
     if not h.exists(SMOKE_PROGRAM):
         return dict(none, msg="%s is not installed: run the gdrcopy role" % SMOKE_PROGRAM)
-    rc, out, err = h.run([SMOKE_PROGRAM, "--expect", expect])
+    rc, out, err = h.smoke(expect)
     try:
         result = json.loads(out)
     except ValueError:

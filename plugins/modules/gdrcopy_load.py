@@ -52,9 +52,10 @@ options:
     default: false
   smoke:
     description:
-      - The release's MAJOR.MINOR. After the loads, the smoke check (the installed C(gdrcopy-smoke) helper -
-        C(gdr_open) through libgdrapi, and the runtime and gdrdrv versions) runs and must report it; the module
-        fails with the helper's words when it does not. Omitted, no smoke check runs.
+      - The release's MAJOR.MINOR. After the loads, the smoke check (C(gdr_open) through libgdrapi, and the runtime
+        and gdrdrv versions; the code of the C(gdrcopy-smoke) helper, run in a child forked from the module) runs
+        and must report it; the module fails with the check's words when it does not. Omitted, no smoke check
+        runs.
       - Nothing is checked in check mode, or when the kernel would refuse gdrdrv (then C(ran) is false in RV(smoke)).
     type: str
 attributes:

@@ -14,8 +14,10 @@ short_description: Check gdrcopy with its own tests, and compare or write the re
 description:
   - Reads the host as M(gpufleet.gdrcopy.gdrcopy_info) does (its result holds every fact that module returns), then
     runs what has effects on a running host, which gdrcopy_info never does.
-  - The smoke check - the gdrcopy role's C(gdrcopy-smoke) helper opens C(/dev/gdrdrv) through the installed library
-    (C(gdr_open)); the runtime and driver versions must equal O(expect).
+  - The smoke check - C(gdr_open) opens C(/dev/gdrdrv) through the installed library; the runtime and driver versions
+    must equal O(expect). It runs the code of the gdrcopy role's C(gdrcopy-smoke) helper (module_utils
+    C(gdrcopy_smoke)) in a child forked from the module - no other interpreter starts, a crash in the library is
+    that child's.
   - gdrcopy's own test programs on a GPU - C(gdrcopy_sanity), C(gdrcopy_copybw), C(gdrcopy_copylat), each parsed
     (counts, bandwidth and latency figures); skipped with the reason on a host without a GPU or the programs.
   - The record of a verified host (C(/var/lib/gdrcopy-ansible/converged.json), 0600) - the digest of the run's

@@ -262,7 +262,10 @@ def test_new_kernels_in_pure_terms():
     assert C.new_kernels(dict(old, version=0), state, {"a": 1}) == []
 
 
-def test_the_smoke_check_runs_the_installed_helper(working_root):  # noqa: F811
+def test_the_smoke_check_runs_the_installed_helper(working_root, monkeypatch):  # noqa: F811
+    """The check's result as the host gives it (the forked check itself: test_smoke.py)."""
+    monkeypatch.setattr(gdrcopy_facts.Host, "smoke",
+                        lambda self, expect: self.run([gdrcopy_facts.SMOKE_PROGRAM, "--expect", expect]))
     m = working_module(working_root)
     m.outputs[(gdrcopy_facts.SMOKE_PROGRAM, "--expect", "2.6")] = (0, json.dumps(
         {"passed": True, "runtime_version": "2.6", "driver_version": "2.6", "expected": "2.6",

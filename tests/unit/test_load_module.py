@@ -83,6 +83,9 @@ class Host:
         self.calls.append(argv)
         return self.answers.get(argv[0], (0, "", ""))
 
+    def smoke(self, expect):  # the real Host runs the helper's code in a forked child (test_smoke.py)
+        return self.run([SMOKE, "--expect", expect])
+
 
 class Module:
     def __init__(self, check_mode=False):

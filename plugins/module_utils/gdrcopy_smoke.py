@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+# -*- coding: utf-8 -*-
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """gdrcopy-smoke: check gdrcopy without a GPU, through the installed libgdrapi.
@@ -9,12 +9,27 @@ gdr_open() must succeed (it opens /dev/gdrdrv and checks the driver's version ag
 gdr_runtime_get_version() / gdr_driver_get_version() must both report MAJOR.MINOR when --expect is given.
 Prints one JSON object (passed, runtime_version, driver_version, expected, msg); exits 0 when passed, else 1.
 Run it as a user in the /dev/gdrdrv group to check that user's access.
+
+One file, two callers (standard library only): the gdrcopy role installs it as the gdrcopy-smoke helper (a shebang
+line added: roles/gdrcopy/vars/main.yml), and the modules that smoke-check a host (gdrcopy_load, gdrcopy_verify,
+gdrcopy_info through module_utils/gdrcopy_facts.py) run check() in a child forked from their own process
+(in_child): the library is loaded apart from the module, as in the helper, without starting another interpreter.
 """
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
 import argparse
 import ctypes
 import json
 import os
+import select
+import signal
 import sys
+import time
+
+LIBRARY = "libgdrapi.so.2"
 
 
 def check(libname, expect):
@@ -51,15 +66,53 @@ def check(libname, expect):
     return out
 
 
+def in_child(fn, args, timeout):
+    """fn(*args) in a child forked from this process, its JSON result read through a pipe: (exit code, stdout,
+    stderr) as a program would give them - 0 and the JSON when fn returned, the negative signal when the child
+    died (a crash in the library), 124 when it ran past timeout seconds (it is killed)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code, never flushes the caller's buffers
+        code = 1
+        try:
+            os.close(rfd)
+            data = json.dumps(fn(*args)).encode("utf-8")
+            while data:
+                data = data[os.write(wfd, data):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    chunks, deadline, timed_out = [], time.monotonic() + timeout, False
+    try:
+        while True:
+            if not select.select([rfd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                timed_out = True
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(rfd)
+        status = os.waitpid(pid, 0)[1]
+    if timed_out:
+        return 124, "", "timed out after %d s" % timeout
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status), "", "killed by signal %d" % os.WTERMSIG(status)
+    return os.WEXITSTATUS(status), b"".join(chunks).decode("utf-8", "replace"), ""
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--expect", default="")
-    p.add_argument("--lib", default="libgdrapi.so.2")
+    p.add_argument("--lib", default=LIBRARY)
     a = p.parse_args()
     result = check(a.lib, a.expect)
-    print(json.dumps(result))
+    sys.stdout.write(json.dumps(result) + "\n")
     return 0 if result["passed"] else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the gdrcopy-smoke helper
+    raise SystemExit(main())
