@@ -160,6 +160,8 @@ def test_the_plays_that_change_things_take_the_filter_and_preflight_names_its_gr
     assert all("skip_converged" not in patterns[p] for p in ("preflight", "verify", "status"))  # they report all
     text = (REPO / "playbooks" / "preflight.yml").read_text()
     assert "key: \"{{ '%s' if __preflight_new_kernels else '%s' }}\"" % (S.NEW_KERNELS, S.CONVERGED) in text
+    # a converged run changes nothing (molecule's idempotence run): the group is the run's inventory, not the host's
+    assert re.search(r"ansible.builtin.group_by:\n +key: .*\n +changed_when: false", text), text
 
 
 @pytest.mark.parametrize("pattern, groups, new_kernels, out", [
