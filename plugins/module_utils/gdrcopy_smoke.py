@@ -11,8 +11,8 @@ Prints one JSON object (passed, runtime_version, driver_version, expected, msg);
 Run it as a user in the /dev/gdrdrv group to check that user's access.
 
 One file, two callers (standard library only): the gdrcopy role installs it as the gdrcopy-smoke helper (a shebang
-line added: roles/gdrcopy/vars/main.yml), and the modules that smoke-check a host (gdrcopy_load, gdrcopy_verify,
-gdrcopy_info through module_utils/gdrcopy_facts.py) run check() in a child forked from their own process
+line added: roles/gdrcopy/vars/main.yml), and the modules that smoke-check a host (gdrcopy_load and gdrcopy_verify,
+through module_utils/gdrcopy_facts.py) run check() in a child forked from their own process
 (in_child): the library is loaded apart from the module, as in the helper, without starting another interpreter.
 """
 

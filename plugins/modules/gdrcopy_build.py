@@ -404,22 +404,24 @@ def fleet_args(params, spec):
     return takes, {"dir": fleet["node_dir"], "builds": share} if share else None
 
 
-def build(params, check=False, modules_root=P.MODULES_ROOT, run=None):
-    """The module's work for its params: (result, error message or None)."""
+def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=None):
+    """The module's work for its params: (result, error message or None). Every option is checked before anything
+    is written; then O(helpers) (with module), the tarball, the pipeline."""
     kwargs = {"run": run} if run else {}
     spec = driver_spec(params)
     P.check_kernels(params["kernels"])
     if params.get("lib"):
         P.check_lib_spec(params["lib"])
     takes, pack = fleet_args(params, spec)
+    helpers = write_helpers(module, params) if module else []
     try:
         tarball = put_tarball(spec, params.get("source"), check)
         result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
                             modules_root=modules_root, takes=takes, pack=pack, **kwargs)
     except P.PipelineError as e:
         empty = {"changed": False, "lib": None, "kernels": [], "diff": [], "seconds": {}}
-        return summarize(e.results or empty), str(e)
-    out = summarize(result)
+        return with_helpers(summarize(e.results or empty), helpers), str(e)
+    out = with_helpers(summarize(result), helpers)
     out["source"] = tarball
     if tarball in ("copied", "would copy"):
         out["changed"] = True
@@ -488,18 +490,22 @@ def write_helpers(module, params):
         raise P.PipelineError(str(e))
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    try:
-        helpers = write_helpers(module, module.params)
-        result, error = build(module.params, check=module.check_mode)
-    except P.PipelineError as e:
-        module.fail_json(msg=str(e))
+def with_helpers(result, helpers):
+    """The result with the helpers written (each a diff entry)."""
     result["helpers"] = helpers
     if helpers:
         result["changed"] = True
-        result["diff"][:0] = [{"before_header": h, "after_header": h, "before": "", "after": "(written)\n"}
+        result.setdefault("diff", [])[:0] = [{"before_header": h, "after_header": h, "before": "", "after": "(written)\n"}
                               for h in helpers]
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result, error = build(module.params, check=module.check_mode, module=module)
+    except P.PipelineError as e:
+        module.fail_json(msg=str(e))
     diff = result.pop("diff", [])
     if module._diff:
         result["diff"] = diff

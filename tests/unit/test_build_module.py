@@ -434,6 +434,13 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
         {"ansible.builtin.debug": {"var": "out"}}]}]))
     out, dummy = play()
     assert out["failed"] and "helpers: %s wants an absolute path and an octal mode" % helper in out["msg"]
+    params["helpers"][0].update(mode="0755", dest=str(tmp_path / "node" / "libexec" / "new-helper"))
+    params["kernels"] = ["../6.1.0"]  # a bad option stops the call before any helper is written
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out", "ignore_errors": True},
+        {"ansible.builtin.debug": {"var": "out"}}]}]))
+    out, dummy = play()
+    assert out["failed"] and not (tmp_path / "node" / "libexec" / "new-helper").exists(), out
     assert not list((tmp_path / "tmp").rglob("source.tar.gz"))  # the copy sent is removed with the task's tmp
 
 
