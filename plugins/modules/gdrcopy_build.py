@@ -495,8 +495,8 @@ def with_helpers(result, helpers):
     result["helpers"] = helpers
     if helpers:
         result["changed"] = True
-        result.setdefault("diff", [])[:0] = [{"before_header": h, "after_header": h, "before": "", "after": "(written)\n"}
-                              for h in helpers]
+        result.setdefault("diff", [])[:0] = [
+            {"before_header": h, "after_header": h, "before": "", "after": "(written)\n"} for h in helpers]
     return result
 
 
