@@ -5,7 +5,8 @@
 
 A benchmark aid (benchmarks/common.py enables it): a task result is what the recap counts as ok (changed included);
 a remote execution is a task result, or a loop item, whose action runs on the host: not one of the controller-side
-actions below, and not delegated to the controller. (An action plugin such as copy or template may start more than
+actions below, not an answer from a read (ANSWER_FROM_READ without the module's invocation), and not delegated to
+the controller. (An action plugin such as copy or template may start more than
 one module for its result; each such task counts once.) Written as JSON to $GDRCOPY_TASK_COUNTS at the end."""
 
 from __future__ import absolute_import, division, print_function
@@ -34,6 +35,11 @@ CONTROLLER = {
 }
 
 
+# Action plugins that answer from a read of the same run when nothing on the host needs doing, and start their
+# module only otherwise: a module ran when the result carries its invocation.
+ANSWER_FROM_READ = {"gdrcopy_verify", "gdrcopy_peermem"}
+
+
 def short(action):
     return (action or "").rsplit(".", 1)[-1]
 
@@ -55,6 +61,8 @@ class CallbackModule(CallbackBase):
     def _remote(result):
         task = result._task
         delegated = task.delegate_to in ("localhost", "127.0.0.1") if task.delegate_to else False
+        if short(task.action) in ANSWER_FROM_READ:
+            return "invocation" in result._result and not delegated
         return short(task.action) not in CONTROLLER and not delegated
 
     def v2_runner_on_ok(self, result):

@@ -16,10 +16,8 @@ import os
 import re
 import stat
 
-from ansible.module_utils.facts.system.distribution import DistributionFactCollector
-from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
-
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_smoke as SMOKE
@@ -67,6 +65,11 @@ def os_facts(module, h):
     as ansible_facts, so that no setup task has to start Python on the host for them."""
     if h.root != "/":
         return {}
+    # Imported here, not at the top: ansible.module_utils.facts loads its ~80 collector modules, which every module
+    # start compiles from source (AnsiballZ ships no bytecode): about 0.1 s of CPU that only the reads need.
+    from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+    from ansible.module_utils.facts.system.pkg_mgr import PkgMgrFactCollector
+
     facts = DistributionFactCollector().collect(module=module)
     facts.update(PkgMgrFactCollector().collect(
         module=module, collected_facts=dict(("ansible_" + k, v) for k, v in facts.items())))
@@ -524,7 +527,9 @@ def peermem_facts(h, kernels, loaded_modules):
     legacy["service"] = next((u for u in LEGACY_PEERMEM_UNITS if h.exists(u)), "")
     return {"nvidia_peermem": module("nvidia_peermem", ("nvidia-peermem", "nvidia_peermem")),
             "nv_peer_mem": legacy,
-            "ib_core": ib_core_facts(h, loaded_modules)}
+            "ib_core": ib_core_facts(h, loaded_modules),
+            # the nvidia_peermem role's modprobe.d files that are there (gdrcopy_peermem writes or removes them)
+            "blacklist_files": sorted(p for p in PM.BLACKLIST.values() if h.exists(p) or h.readlink(p))}
 
 
 # --- gdrdrv, libgdrapi, the install -----------------------------------------------------------------------------

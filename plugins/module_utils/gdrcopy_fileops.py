@@ -3,15 +3,23 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """Files on the host, written the one way the collection's modules write them: compared first, then through a
 temporary file in the same directory and a rename (AnsibleModule.atomic_move), so that a reader or a killed run
-never sees half a file. Used by gdrcopy_files, gdrcopy_mok (its helpers) and gdrcopy_build (its helpers)."""
+never sees half a file. Used by gdrcopy_files and gdrcopy_build (a role's files: converge_files), gdrcopy_mok and
+gdrcopy_build (their helpers: ensure_helpers)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import grp
 import os
 import re
+import stat
 import tempfile
+
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import GROUP_NAME_RE
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import point_link
 
 MODE_RE = re.compile(r"^0?[0-7]{3}\Z")  # an octal mode as the roles write it ("0644")
 # The helpers option (documented in plugins/doc_fragments/helpers.py): the programs a role runs, written by the
@@ -83,3 +91,208 @@ def ensure_helpers(module, helpers, check_mode=False, option="helpers"):
             raise ValueError("%s: %s wants an absolute path and an octal mode such as 0755" % (option, dest))
     return [h["dest"] for h in helpers or []
             if ensure(module, h["dest"], h["content"].encode("utf-8"), int(h.get("mode") or "0755", 8), check_mode)]
+
+
+# --- a role's files (gdrcopy_files, and gdrcopy_build after its install; documented in doc_fragments/files.py) ------
+
+FILE_OPTIONS = dict(
+    dest=dict(type="str", required=True),
+    content=dict(type="str"),
+    mode=dict(type="str", default="0644"),
+    state=dict(type="str", choices=["present", "absent", "directory", "link"], default="present"),
+    src=dict(type="str"),
+    after=dict(type="str", choices=["none", "ldconfig", "daemon-reload"], default="none"),
+)
+FILES_SPEC = dict(type="list", elements="dict", default=[], options=FILE_OPTIONS)
+GROUPS_SPEC = dict(type="list", elements="str", default=[])
+GROUP_RE = re.compile(GROUP_NAME_RE)  # the rule the roles' inputs are checked with
+
+
+class FilesError(Exception):
+    """A file or group that cannot be put in place: the sentence, and the result so far."""
+
+    def __init__(self, msg, result=None):
+        super(FilesError, self).__init__(msg)
+        self.result = result or {}
+
+
+def check_entry(entry):
+    """The sentence that refuses a file entry, or None."""
+    dest = entry["dest"]
+    if not dest.startswith("/") or "\0" in dest or ".." in dest.split("/") or dest.endswith("/"):
+        return "files: %r is not an absolute file path without '..'" % dest
+    if entry["state"] == "directory" and entry["content"] is not None:
+        return "files: %s is a directory and has no content" % dest
+    if entry["state"] == "present" and entry["content"] is None:
+        return "files: %s has no content" % dest
+    if entry["state"] == "link":
+        src = entry["src"] or ""
+        if not src.startswith("/") or "\0" in src or "\n" in src or entry["content"] is not None:
+            return "files: the link %s wants an absolute src and no content" % dest
+    elif entry["src"] is not None:
+        return "files: %s is no link and has no src" % dest
+    if entry["state"] != "absent":
+        if not MODE_RE.match(entry["mode"] or ""):
+            return "files: %s has mode %r, not an octal mode such as 0644" % (dest, entry["mode"])
+    return None
+
+
+def check_files(entries, groups):
+    """FilesError with the first sentence that refuses an entry of files or groups (before anything is written)."""
+    for entry in entries or []:
+        error = check_entry(entry)
+        if error:
+            raise FilesError(error)
+    bad = [g for g in groups or [] if not GROUP_RE.match(g)]
+    if bad:
+        raise FilesError("groups: %s is no group name (a letter or _, then letters, digits, _ . or -, at most 32)"
+                         % bad[0])
+
+
+def action_for(entry, have, uid):
+    """What has to happen to one file: created, updated, mode, removed or ok (pure)."""
+    if entry["state"] == "absent":
+        return "ok" if have is None else "removed"
+    if have is None:
+        return "created"
+    if entry["state"] == "link":
+        return "ok" if have == ("link", entry["src"]) else "updated"
+    if entry["state"] == "directory":
+        return "ok" if have[1] == int(entry["mode"], 8) and have[2] == uid else "mode"
+    body, mode, owner = have
+    if body is None or body != to_bytes(entry["content"]):
+        return "updated"
+    if mode != int(entry["mode"], 8) or owner != uid:
+        return "mode"
+    return "ok"
+
+
+def text_of(body):
+    try:
+        return to_text(body, errors="strict") if body is not None else ""
+    except UnicodeError:
+        return "(binary, %d bytes)\n" % len(body)
+
+
+def current_directory(dest):
+    """(None, mode, uid) of a directory at dest (not a link to one); None when nothing is there; else 'other'."""
+    try:
+        st = os.lstat(dest)
+    except OSError:
+        return None
+    return (None, st.st_mode & 0o7777, st.st_uid) if stat.S_ISDIR(st.st_mode) else "other"
+
+
+def current_link(dest):
+    """('link', target) of a symbolic link at dest; None when nothing is there; 'other' for anything else."""
+    try:
+        return ("link", os.readlink(dest))
+    except OSError:
+        return None if not os.path.lexists(dest) else "other"
+
+
+def make_groups(module, names, check):
+    """Each group of names made (groupadd --system) when missing: [{name, action}]."""
+    out = []
+    for name in names:
+        try:
+            grp.getgrnam(name)
+            out.append({"name": name, "action": "ok"})
+            continue
+        except KeyError:
+            pass
+        if not check:
+            argv = [module.get_bin_path("groupadd", required=True, opt_dirs=["/usr/sbin", "/sbin"]), "--system", name]
+            rc, stdout, stderr = module.run_command(argv)
+            if rc != 0:
+                raise FilesError("%s failed (exit %d): %s" % (" ".join(argv), rc, (stderr or stdout).strip()),
+                                 {"groups": out})
+        out.append({"name": name, "action": "created"})
+    return out
+
+
+def after_commands(module, needed, chrooted):
+    """Run ldconfig and systemd's daemon-reload once each when a changed file asked for them (daemon-reload only
+    where systemd runs: not in a chroot, chrooted() being true there)."""
+    ran = []
+    for what in ("ldconfig", "daemon-reload"):
+        if what not in needed:
+            continue
+        if what == "daemon-reload":
+            if not os.path.isdir("/run/systemd/system") or chrooted():
+                continue  # no running systemd here (an image root): it reads the unit when it boots
+            argv = [module.get_bin_path("systemctl", required=True), "daemon-reload"]
+        else:
+            argv = [module.get_bin_path("ldconfig", required=True, opt_dirs=["/sbin", "/usr/sbin"])]
+        rc, out, err = module.run_command(argv)
+        if rc != 0:
+            raise FilesError("%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip()), {"ran": ran})
+        ran.append(what)
+    return ran
+
+
+def converge_files(module, entries, groups, chrooted, check=False, diff=False):
+    """The groups made, then each file of entries as wanted, then the commands the changed ones ask for: the result
+    {changed, files: [{dest, action}], changed_files, groups, ran, diff: [...]}. FilesError (with the result so far)
+    for a bad entry (before anything is written) or a step that fails."""
+    check_files(entries, groups)
+    uid = os.geteuid()
+    result = {"changed": False, "files": [], "changed_files": [], "ran": [], "diff": [], "groups": []}
+    try:
+        result["groups"] = make_groups(module, groups or [], check)
+    except FilesError as e:
+        result.update(e.result)
+        raise FilesError(str(e), result)
+    result["changed"] = any(g["action"] == "created" for g in result["groups"])
+    needed = set()
+    for entry in entries or []:
+        dest = entry["dest"]
+        have = {"directory": current_directory, "link": current_link}.get(entry["state"], current)(dest)
+        if have == "other":
+            raise FilesError("%s is there and is no %s: move it away, then run again" % (
+                dest, {"directory": "directory", "link": "symbolic link"}.get(entry["state"], "regular file")),
+                result)
+        action = action_for(entry, have, uid)
+        result["files"].append({"dest": dest, "action": action})
+        if action == "ok":
+            continue
+        result["changed"] = True
+        result["changed_files"].append(dest)
+        needed.add(entry["after"])
+        if diff and entry["state"] == "link":
+            result["diff"].append({"before_header": dest, "after_header": dest,
+                                   "before": "-> %s\n" % have[1] if have else "", "after": "-> %s\n" % entry["src"]})
+        elif diff and action in ("created", "updated", "removed") and entry["state"] != "directory":
+            before = text_of(have[0]) if have and have[0] is not None else ""
+            result["diff"].append({"before_header": dest, "after_header": dest, "before": before,
+                                   "after": "" if entry["state"] == "absent" else entry["content"]})
+        if check:
+            continue
+        write_entry(module, entry, action, uid)
+    if result["changed"] and not check:
+        try:
+            result["ran"] = after_commands(module, needed, chrooted)
+        except FilesError as e:
+            result.update(e.result)
+            raise FilesError(str(e), result)
+    return result
+
+
+def write_entry(module, entry, action, uid):
+    """Put one file entry in place for action (created, updated, mode or removed)."""
+    dest = entry["dest"]
+    if entry["state"] == "directory":
+        if action == "created":
+            os.makedirs(dest, int(entry["mode"], 8))
+        os.chmod(dest, int(entry["mode"], 8))
+        if os.stat(dest).st_uid != uid:
+            os.chown(dest, uid, os.getegid())
+    elif entry["state"] == "link":
+        point_link(dest, entry["src"])
+    elif action == "removed":
+        os.unlink(dest)
+    elif action == "mode":
+        os.chmod(dest, int(entry["mode"], 8))
+        os.chown(dest, uid, os.getegid())
+    else:
+        put(module, dest, to_bytes(entry["content"]), int(entry["mode"], 8))

@@ -6,10 +6,11 @@
 A build is named by a hash of its stamp (its inputs: release, sha256, kernel, NVIDIA source, flavor, tests), so two
 hosts with the same inputs want the same name. The controller's cache holds <name>.tar.gz with its sha256 in
 <name>.tar.gz.sha256, written when the controller received it; an entry whose checksum is not the recorded one is
-not used (and deleted). For each missing name the first host of the play that needs it (and may build, see
-gdrcopy_fleet_builders) compiles and shares it; a name no permitted host needs is compiled by each host that needs
-it. Pure functions here (the plan); the controller's side is the action plugins gdrcopy_fleet (the plan, run once)
-and gdrcopy_build (sharing and taking around the module call).
+not used (and deleted). Each missing name is compiled and shared by one host of the play that needs it (and may
+build, see gdrcopy_fleet_builders): of those, the one with the fewest builds picked so far, so that the compiles
+run on different hosts at once; a name no permitted host needs is compiled by each host that needs it. Pure
+functions here (the plan); the controller's side is the action plugins gdrcopy_fleet (the plan, run once) and
+gdrcopy_build (sharing and taking around the module call).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -67,13 +68,20 @@ def plan(play_hosts, wants, ready, builders=None):
     share = what the host compiles and brings to the controller, take = what it unpacks from there (ready now, or
     shared by its builder in this run), own = what it compiles for itself alone (no permitted host shares it)."""
     allowed = set(play_hosts if builders is None else builders)
-    picked = {}
+    needed_by = {}  # each missing name: the permitted hosts that need it, in play order (names in first-need order)
     for host in play_hosts:
         if host not in allowed:
             continue
         for row in wants.get(host) or []:
             if row["name"] not in ready:
-                picked.setdefault(row["name"], host)
+                needed_by.setdefault(row["name"], []).append(host)
+    # Spread the compiles: each name goes to the host of those that need it with the fewest picked so far (the
+    # first in play order on a tie), so that different builds compile on different hosts at the same time.
+    picked, load = {}, {}
+    for name, hosts in needed_by.items():
+        host = min(hosts, key=lambda h: load.get(h, 0))  # min keeps the first of equals
+        picked[name] = host
+        load[host] = load.get(host, 0) + 1
     hosts = {}
     for host in play_hosts:
         mine = {"share": [], "take": [], "own": []}

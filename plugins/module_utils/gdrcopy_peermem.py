@@ -3,7 +3,8 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """The nvidia_peermem role's decisions, pure: what nvidia_peermem_state means on this host (gdrcopy_parsers'
 peermem_plan, with the legacy nv_peer_mem that conflicts with it), what to do with the legacy module, and what the
-role exports and says. The gdrcopy_peermem module reads the host and acts on these answers."""
+role exports and says. The gdrcopy_peermem module reads the host and acts on these answers; its action plugin answers
+from a read of the same run instead when that answer needs nothing done on the host (from_read)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -86,3 +87,30 @@ def exports(facts, the_plan, persist, image, modprobe):
                    else "unloaded" if the_plan["action"] == "unload" else "none",
                    "msg": msg, "dmabuf": the_plan["dmabuf"]},
     }
+
+
+def result(facts, the_plan, legacy_choice, persist, image, modprobe, changes):
+    """The module's result: the exports, the plan, what changed and what the role says."""
+    legacy = facts["peermem"]["nv_peer_mem"]
+    out = exports(facts, the_plan, persist, image, modprobe)
+    out.update(changed=bool(changes), changes=changes, plan=the_plan,
+               msg=" ".join(legacy_sentences(legacy, legacy_choice, image) + [out["report"]["msg"]]))
+    return out
+
+
+def from_read(facts, state, legacy_choice, persist, image):
+    """The module's result composed from a read of this run (gdrcopy_verify's or gdrcopy_info's, which hold these
+    facts and RV(blacklist_files)) when the call would do nothing on the host: nothing to load or unload (an image,
+    or no action), no legacy module to remove, no modprobe.d file to write or remove, no failure to report. None
+    when the module has to run."""
+    pm = facts.get("peermem") or {}
+    if "blacklist_files" not in pm or not facts.get("kernel") or "nvidia" not in facts:
+        return None  # not a read that holds what the plan needs
+    the_plan = plan(state, legacy_choice, facts)
+    if the_plan["fail"] or (the_plan["action"] != "none" and not image):
+        return None
+    if legacy_choice == "remove" and legacy_present(pm["nv_peer_mem"]):
+        return None
+    if state == "absent" or BLACKLIST["nvidia_peermem"] in pm["blacklist_files"]:
+        return None  # the file absent wants is written (or checked) by the module; any other state removes it
+    return result(facts, the_plan, legacy_choice, persist, image, None, [])

@@ -30,9 +30,13 @@ description:
   - O(helpers) are the role's C(gdrcopy-build), C(gdrcopy-install) and C(gdrcopy-smoke), written first - the
     builds and installs of this call run the first two, the load step and the nodes booted from an image the third;
     the kernel hook and O(replay) find them there.
+  - O(groups) and O(files) are the role's other files (the loader path, the node helper, the modprobe.d options,
+    the unit and its wants link, the kernel hook), put in place last, once every build and install succeeded, as
+    M(gpufleet.gdrcopy.gdrcopy_files) does (which the role calls instead when this step does not run) - so a full
+    run starts one module for the build, the install and the files.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)
-extends_documentation_fragment: [gpufleet.gdrcopy.helpers]
+extends_documentation_fragment: [gpufleet.gdrcopy.helpers, gpufleet.gdrcopy.files]
 options:
   kernels:
     description: The kernel releases to build gdrdrv for. Each needs its headers (C(/lib/modules/<k>/build)).
@@ -325,12 +329,34 @@ helpers:
   returned: always
   type: list
   elements: str
+files:
+  description: One entry per file of O(files) - C(dest), and C(action) (C(created), C(updated), C(mode), C(removed)
+    or C(ok)).
+  returned: when O(files) or O(groups) is given
+  type: list
+  elements: dict
+changed_files:
+  description: The paths of O(files) written or removed (in check mode, that would be).
+  returned: when O(files) or O(groups) is given
+  type: list
+  elements: str
+groups:
+  description: One entry per group of O(groups) - C(name), and C(action) (C(created) or C(ok)).
+  returned: when O(files) or O(groups) is given
+  type: list
+  elements: dict
+ran:
+  description: The commands run after the writes of O(files) (C(ldconfig), C(daemon-reload)); in check mode none.
+  returned: when O(files) or O(groups) is given
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fleet as FLEET
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import HELPERS_SPEC, ensure_helpers
 
 DRIVER_OPTIONS = dict(
@@ -365,6 +391,8 @@ ARGUMENT_SPEC = dict(
     driver=dict(type="dict", options=DRIVER_OPTIONS),
     lib=dict(type="dict", options=LIB_OPTIONS),
     helpers=HELPERS_SPEC,
+    files=FO.FILES_SPEC,
+    groups=FO.GROUPS_SPEC,
     install=dict(type="bool", default=True),
     record=dict(type="path"),
     replay=dict(type="bool", default=False),
@@ -413,6 +441,9 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
     if params.get("lib"):
         P.check_lib_spec(params["lib"])
     takes, pack = fleet_args(params, spec)
+    files, groups = params.get("files") or [], params.get("groups") or []
+    if files or groups:
+        check_files(params, module)
     helpers = write_helpers(module, params) if module else []
     try:
         tarball = put_tarball(spec, params.get("source"), check)
@@ -433,7 +464,42 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
             out["record"] = out["changed"] = True
             out["diff"].append({"before_header": params["record"], "after_header": params["record"],
                                 "before": "", "after": text})
+    if files or groups:
+        return put_files(module, files, groups, check, out)
     return out, None
+
+
+def check_files(params, module):
+    """O(files) and O(groups) go with an install (not with O(install) false or O(replay)), each entry sound."""
+    if params.get("replay") or not params["install"]:
+        raise P.PipelineError("files and groups are put in place with an install: leave them out with %s"
+                              % ("replay" if params.get("replay") else "install: false"))
+    if module is None:
+        raise P.PipelineError("files and groups are written through the module")
+    try:
+        FO.check_files(params.get("files"), params.get("groups"))
+    except FO.FilesError as e:
+        raise P.PipelineError(str(e))
+
+
+def put_files(module, files, groups, check, out):
+    """The role's other files after the install (fileops.converge_files): (result, error message or None)."""
+    try:
+        done, error = FO.converge_files(module, files, groups, chrooted, check=check, diff=True), None
+    except FO.FilesError as e:
+        done, error = dict({"files": [], "changed_files": [], "groups": [], "ran": [], "diff": []}, **e.result), str(e)
+    for key in ("files", "changed_files", "groups", "ran"):
+        out[key] = done[key]
+    out["diff"].extend(done["diff"])
+    out["changed"] = out["changed"] or bool(done["changed_files"]) or any(
+        g["action"] == "created" for g in done["groups"])
+    return out, error
+
+
+def chrooted():
+    """Whether this runs in a chroot (an image root: no systemd to reload there)."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
+    return in_chroot()
 
 
 def put_tarball(spec, source, check):

@@ -20,8 +20,10 @@ description:
   - Looks at the controller's cache O(cache) for each name the play needs - C(<name>.tar.gz) beside its sha256 in
     C(<name>.tar.gz.sha256). An entry whose checksum is not the recorded one is deleted (reported only, in check
     mode) and built again.
-  - For each name the cache lacks, the first host of the play that needs it and may build (O(builders)) compiles and
-    shares it; the others take it. A name that no permitted host needs is compiled by each host that needs it.
+  - For each name the cache lacks, one host of the play that needs it and may build (O(builders)) compiles and
+    shares it - of those, the one with the fewest builds picked so far (the first in play order on a tie), so that
+    different builds compile on different hosts at once; the others take it. A name that no permitted host needs
+    is compiled by each host that needs it.
   - M(gpufleet.gdrcopy.gdrcopy_build) with its C(fleet) option does the sharing and taking.
   - This relies on the linear strategy (Ansible's default) - every host finishes a task before any host starts the
     next, so a shared build is on the controller before the task that takes it.

@@ -23,6 +23,7 @@ description:
     when nothing holds it (C(rmmod), never C(modprobe -r), which would take an idle nvidia with it); C(absent) also
     writes a modprobe.d file that keeps it from loading at boot, which any other state removes.
   - In an image (O(image)) nothing is loaded or unloaded; the answer says what loads at boot.
+  - With O(read), an answer that needs nothing done on the host comes from that read, on the controller.
   - The boot-time load is the gdrcopy role's (its C(gdrcopy.service) loads RV(boot_modules) between nvidia and
     gdrdrv).
 version_added: "0.2.0"
@@ -46,6 +47,14 @@ options:
     description: The root is an image, not a running host - nothing is loaded or unloaded.
     type: bool
     default: false
+  read:
+    description:
+      - The result of a read of this host earlier in the same run (the preflight play's M(gpufleet.gdrcopy.gdrcopy_verify)
+        or a M(gpufleet.gdrcopy.gdrcopy_info) call), with the facts the plan needs. When the answer from it needs
+        nothing done on the host - nothing to load or unload (in an image, always), no legacy module to remove, no
+        modprobe.d file to write or remove, no C(required) that fails - the action plugin gives that answer and
+        starts nothing on the host; otherwise the module runs (and reads the host itself).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -108,6 +117,7 @@ ARGUMENT_SPEC = dict(
     legacy=dict(type="str", choices=["leave", "remove"], default="leave"),
     persist=dict(type="bool", default=True),
     image=dict(type="bool", default=False),
+    read=dict(type="dict"),
 )
 
 
@@ -177,10 +187,7 @@ def apply(module, p, h=None):
         changes.append("removed " + path)
         if not module.check_mode:
             os.unlink(path)
-    out = PM.exports(facts, the_plan, p["persist"], image, modprobe)
-    out.update(changed=bool(changes), changes=changes, plan=the_plan,
-               msg=" ".join(PM.legacy_sentences(legacy, p["legacy"], image) + [out["report"]["msg"]]))
-    return out
+    return PM.result(facts, the_plan, p["legacy"], p["persist"], image, modprobe, changes)
 
 
 def main():

@@ -401,6 +401,8 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
               "driver": dict(host["params"]["driver"], tarball=str(node_tarball)),
               "source": {"src": host["params"]["driver"]["tarball"]},
               "helpers": [{"dest": str(helper), "content": HELPER}]}
+    conf = tmp_path / "node" / "etc" / "gdrcopy.conf"  # a file of the role's other steps, put in place last
+    params["files"] = [{"dest": str(conf), "content": "/opt/gdrcopy/current/lib\n"}]
     playbook = tmp_path / "build.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out"},
@@ -420,14 +422,16 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
     assert '"component": "lib"' in text and not Path(params["lib"]["dir"]).exists()
     assert out["source"] == "would copy" and not node_tarball.exists()
     assert out["helpers"] == [str(helper)] and not helper.exists()
+    assert out["changed_files"] == [str(conf)] and not conf.exists() and "+/opt/gdrcopy/current/lib" in text
     out, dummy = play()
     assert out["changed"] and out["lib"] == {"build": "built", "install": "installed"} and "diff" not in out
     assert out["source"] == "copied" and node_tarball.read_bytes() == Path(params["source"]["src"]).read_bytes()
     assert out["helpers"] == [str(helper)] and helper.read_text() == HELPER
     assert helper.stat().st_mode & 0o777 == 0o755
+    assert out["files"] == [{"dest": str(conf), "action": "created"}] and conf.read_text() == "/opt/gdrcopy/current/lib\n"
     out, dummy = play()
     assert out["changed"] is False and out["lib"] == {"build": "current", "install": "current"}
-    assert out["source"] == "current" and out["helpers"] == []
+    assert out["source"] == "current" and out["helpers"] == [] and out["files"][0]["action"] == "ok"
     params["helpers"][0]["mode"] = "0644; rm -rf /"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out", "ignore_errors": True},
@@ -441,6 +445,13 @@ def test_the_module_through_ansible_playbook_check_diff_and_idempotence(tmp_path
         {"ansible.builtin.debug": {"var": "out"}}]}]))
     out, dummy = play()
     assert out["failed"] and not (tmp_path / "node" / "libexec" / "new-helper").exists(), out
+    params.update(kernels=[], install=False)  # files go with an install: refused before anything is written
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_build": params, "register": "out", "ignore_errors": True},
+        {"ansible.builtin.debug": {"var": "out"}}]}]))
+    out, dummy = play()
+    assert out["failed"] and "leave them out with install: false" in out["msg"], out
+    assert not (tmp_path / "node" / "libexec" / "new-helper").exists()
     assert not list((tmp_path / "tmp").rglob("source.tar.gz"))  # the copy sent is removed with the task's tmp
 
 

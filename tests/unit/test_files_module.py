@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_files as M
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,11 +38,11 @@ def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enable
     (entry(src="/etc/x"), "is no link and has no src"),
 ])
 def test_a_bad_entry_is_refused_with_its_path(bad, sentence):
-    assert sentence in M.check_entry(bad)
+    assert sentence in FO.check_entry(bad)
 
 
 def test_an_absent_entry_needs_no_content_or_mode():
-    assert M.check_entry(entry(content=None, mode="x", state="absent")) is None
+    assert FO.check_entry(entry(content=None, mode="x", state="absent")) is None
 
 
 @pytest.mark.parametrize("have, action", [
@@ -53,13 +54,13 @@ def test_an_absent_entry_needs_no_content_or_mode():
     ((b"options gdrdrv dbg_enabled=0\n", 0o644, UID + 1), "mode"),
 ])
 def test_what_happens_to_a_present_file(have, action):
-    assert M.action_for(entry(), have, UID) == action
+    assert FO.action_for(entry(), have, UID) == action
 
 
 def test_what_happens_to_an_absent_file():
-    assert M.action_for(entry(state="absent"), None, UID) == "ok"
-    assert M.action_for(entry(state="absent"), (b"x", 0o644, UID), UID) == "removed"
-    assert M.action_for(entry(state="absent"), (None, None, None), UID) == "removed"
+    assert FO.action_for(entry(state="absent"), None, UID) == "ok"
+    assert FO.action_for(entry(state="absent"), (b"x", 0o644, UID), UID) == "removed"
+    assert FO.action_for(entry(state="absent"), (None, None, None), UID) == "removed"
 
 
 class Module:
@@ -75,7 +76,7 @@ class Module:
 
 
 def test_the_commands_after_the_writes_run_once_each_and_never_in_a_chroot(monkeypatch):
-    monkeypatch.setattr(M.os.path, "isdir", lambda p: p == "/run/systemd/system")
+    monkeypatch.setattr(os.path, "isdir", lambda p: p == "/run/systemd/system")
     monkeypatch.setattr(M, "in_chroot", lambda: False)
     m = Module()
     assert M.after_commands(m, {"none", "ldconfig", "daemon-reload"}) == ["ldconfig", "daemon-reload"]
@@ -172,7 +173,7 @@ class Stub:
 
 def test_run_writes_then_runs_what_the_changed_files_ask_for(tmp_path, monkeypatch):
     monkeypatch.setattr(M, "in_chroot", lambda: False)
-    monkeypatch.setattr(M.os.path, "isdir", lambda p, isdir=os.path.isdir: p == "/run/systemd/system" or isdir(p))
+    monkeypatch.setattr(os.path, "isdir", lambda p, isdir=os.path.isdir: p == "/run/systemd/system" or isdir(p))
     unit, conf = tmp_path / "gdrcopy.service", tmp_path / "ld/gdrcopy.conf"
     files = [entry(dest=str(unit), content="[Unit]\n", after="daemon-reload"),
              entry(dest=str(conf), content="/opt/gdrcopy/current/lib\n", after="ldconfig")]
@@ -237,7 +238,7 @@ def test_a_missing_group_is_made_first_and_an_existing_one_left(monkeypatch):
         if name != "root":
             raise KeyError(name)
         return ("root", "x", 0, [])
-    monkeypatch.setattr(M.grp, "getgrnam", getgrnam)
+    monkeypatch.setattr(FO.grp, "getgrnam", getgrnam)
     m = Stub([], groups=["root", "gdrdrv"], check_mode=True)
     r = M.run(m)
     assert r["groups"] == [{"name": "root", "action": "ok"}, {"name": "gdrdrv", "action": "created"}]

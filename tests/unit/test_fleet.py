@@ -40,17 +40,28 @@ def test_a_host_lacks_only_the_builds_whose_stamp_on_disk_differs():
     assert [r["dir"] for r in F.lacking(want("/b", ["k1"], lib=False))] == ["/b/driver/k1"]
 
 
-def test_the_first_host_that_needs_a_build_compiles_it_and_the_others_take_it():
+def test_one_host_compiles_each_build_the_compiles_spread_over_hosts_and_the_others_take_them():
     wants = {h: F.lacking(want("/b", [k])) for h, k in (("a", "k1"), ("b", "k1"), ("c", "k2"), ("d", "k2"))}
     out = F.plan(["a", "b", "c", "d"], wants, set())
     names = {k: F.build_name(dict(BASE, kernel=k)) for k in ("k1", "k2")}
     lib = F.build_name(LIB)
-    assert out["builders"] == {lib: "a", names["k1"]: "a", names["k2"]: "c"}
-    assert [e["name"] for e in out["hosts"]["a"]["share"]] == [lib, names["k1"]] and out["hosts"]["a"]["take"] == []
-    assert [e["name"] for e in out["hosts"]["b"]["take"]] == [lib, names["k1"]]
+    # a compiles the library (first in play order); k1 goes to b, which has none yet, not to a
+    assert out["builders"] == {lib: "a", names["k1"]: "b", names["k2"]: "c"}
+    assert [e["name"] for e in out["hosts"]["a"]["share"]] == [lib]
+    assert [e["name"] for e in out["hosts"]["a"]["take"]] == [names["k1"]]
+    assert [e["name"] for e in out["hosts"]["b"]["share"]] == [names["k1"]]
+    assert [e["name"] for e in out["hosts"]["b"]["take"]] == [lib]
     assert [e["name"] for e in out["hosts"]["c"]["share"]] == [names["k2"]]
     assert [e["name"] for e in out["hosts"]["c"]["take"]] == [lib]
+    assert [e["name"] for e in out["hosts"]["d"]["take"]] == [lib, names["k2"]] and out["hosts"]["d"]["share"] == []
     assert all(out["hosts"][h]["own"] == [] for h in "abcd")
+
+
+def test_a_host_alone_with_its_builds_compiles_them_all():
+    wants = {"a": F.lacking(want("/b", ["k1", "k2"])), "b": F.lacking(want("/b", [], lib=True))}
+    out = F.plan(["a", "b"], wants, set())
+    assert set(out["builders"].values()) == {"a"} and len(out["hosts"]["a"]["share"]) == 3
+    assert [e["name"] for e in out["hosts"]["b"]["take"]] == [F.build_name(LIB)]
 
 
 def test_builds_the_cache_holds_are_taken_by_everyone():

@@ -156,3 +156,55 @@ def test_the_module_reads_what_gdrcopy_info_reads_for_the_plan(working_root):  #
     assert facts["peermem"] == full["peermem"] and facts["nvidia"] == full["nvidia"]
     assert PM.plan("auto", "leave", facts) == PM.plan("auto", "leave", full)
     assert [k["release"] for k in facts["kernel"]["installed"]] == [k["release"] for k in full["kernel"]["installed"]]
+
+
+# --- the answer from a read of the same run (the action plugin: no module start) --------------------------------
+
+def read_of(f, blacklisted=()):
+    return dict(f, peermem=dict(f["peermem"], blacklist_files=sorted(PM.BLACKLIST[n] for n in blacklisted)))
+
+
+@pytest.mark.parametrize("f, p", [
+    (facts(ib=NONE), params(image=True)),                                 # an image: nothing loads there
+    (facts(loaded=True), params(image=True, state="required")),
+    (facts(), params(image=True, persist=False)),
+    (facts(ib=NONE), params(state="auto")),                               # a host where auto leaves it unloaded
+    (facts(loaded=True), params()),                                       # a host where it is loaded already
+    (facts(legacy_loaded=True), params(image=True)),                      # the legacy module left, and said so
+])
+def test_an_answer_that_needs_nothing_on_the_host_comes_from_the_read_and_equals_the_module(host, f, p):
+    host["facts"] = f
+    h = Host(live=not p["image"])
+    want = M.apply(Module(), p, h)
+    assert h.calls == [] and want["changed"] is False
+    assert PM.from_read(read_of(f), p["state"], p["legacy"], p["persist"], p["image"]) == want
+
+
+@pytest.mark.parametrize("f, p, blacklisted", [
+    (facts(), params(), ()),                                              # a host where it has to be loaded
+    (facts(available=False), params(state="required", image=True), ()),  # required and impossible: the module fails
+    (facts(legacy_loaded=True), params(legacy="remove", image=True), ()),  # the legacy module to remove
+    (facts(), params(state="absent", image=True), ()),                    # absent writes its modprobe.d file
+    (facts(), params(image=True), ("nvidia_peermem",)),                   # a file absent left, to remove
+])
+def test_the_module_runs_when_there_is_something_to_do_on_the_host(f, p, blacklisted):
+    assert PM.from_read(read_of(f, blacklisted), p["state"], p["legacy"], p["persist"], p["image"]) is None
+
+
+def test_a_read_without_the_plans_facts_lets_the_module_read_the_host():
+    assert PM.from_read(facts(), "present", "leave", True, True) is None  # no blacklist_files: an older read
+    assert PM.from_read({"kernel": {}}, "present", "leave", True, True) is None
+
+
+def test_the_full_read_says_which_modprobe_d_files_are_there(working_root):  # noqa: F811
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+    m = working_module(working_root)
+    params_ = {"root": working_root, "build_root": "/var/lib/gdrcopy-ansible/build", "prefix": "/opt/gdrcopy",
+               "cuda_home": "/usr/local/cuda"}
+    assert F.gather(m, params_, F.Host(m, working_root, live=True))["peermem"]["blacklist_files"] == []
+    path = os.path.join(working_root, PM.BLACKLIST["nv_peer_mem"].lstrip("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(PM.blacklist("nv_peer_mem"))
+    assert F.gather(m, params_, F.Host(m, working_root, live=True))["peermem"]["blacklist_files"] == [
+        PM.BLACKLIST["nv_peer_mem"]]

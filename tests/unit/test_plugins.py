@@ -158,7 +158,8 @@ def test_the_plays_that_change_things_take_the_filter_and_preflight_names_its_gr
     assert patterns["mok_signing"].endswith("| gpufleet.gdrcopy.skip_converged(groups) }}")
     assert patterns["gdrcopy"].endswith("| gpufleet.gdrcopy.skip_converged(groups, new_kernels=true) }}")
     assert all("skip_converged" not in patterns[p] for p in ("preflight", "verify", "status"))  # they report all
-    text = (REPO / "playbooks" / "preflight.yml").read_text()
+    assert "file: tasks/converged.yml" in (REPO / "playbooks" / "preflight.yml").read_text()
+    text = (REPO / "playbooks" / "tasks" / "converged.yml").read_text()  # what preflight does on a converged host
     assert "key: \"{{ '%s' if __preflight_new_kernels else '%s' }}\"" % (S.NEW_KERNELS, S.CONVERGED) in text
     # a converged run changes nothing (molecule's idempotence run): the group is the run's inventory, not the host's
     assert re.search(r"ansible.builtin.group_by:\n +key: .*\n +changed_when: false", text), text
