@@ -14,8 +14,10 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import plain
+from ansible_collections.gpufleet.gdrcopy.plugins.modules.gdrcopy_peermem import ARGUMENT_SPEC
 
-DEFAULTS = {"state": "auto", "legacy": "leave", "persist": True, "image": False}  # the module's argument spec
+# The options from_read needs, with the module's own defaults and choices (its argument spec, the one source).
+SPEC = dict((k, ARGUMENT_SPEC[k]) for k in ("state", "legacy", "persist", "image"))
 
 
 class ActionModule(ActionBase):
@@ -38,9 +40,8 @@ class ActionModule(ActionBase):
     def _from_read(read, args):
         """The answer from read, or None when the module has to run (also for options the module would refuse:
         its argument spec says why)."""
-        p = dict(DEFAULTS, **dict((k, v) for k, v in args.items() if k in DEFAULTS))
-        if not isinstance(read, dict) or p["state"] not in ("auto", "present", "required", "absent") \
-                or p["legacy"] not in ("leave", "remove"):
+        p = dict((k, args.get(k, spec["default"])) for k, spec in SPEC.items())
+        if not isinstance(read, dict) or any(p[k] not in SPEC[k]["choices"] for k in ("state", "legacy")):
             return None
         try:
             persist, image = boolean(p["persist"], strict=True), boolean(p["image"], strict=True)

@@ -93,10 +93,6 @@ def chrooted():
     return in_chroot()
 
 
-def after_commands(module, needed):
-    return FO.after_commands(module, needed, chrooted)
-
-
 def run(module):
     """converge_files for the module's options; a refusal or a failed step fails the module with the result so far."""
     try:

@@ -77,13 +77,11 @@ class Module:
 
 def test_the_commands_after_the_writes_run_once_each_and_never_in_a_chroot(monkeypatch):
     monkeypatch.setattr(os.path, "isdir", lambda p: p == "/run/systemd/system")
-    monkeypatch.setattr(M, "in_chroot", lambda: False)
     m = Module()
-    assert M.after_commands(m, {"none", "ldconfig", "daemon-reload"}) == ["ldconfig", "daemon-reload"]
+    assert FO.after_commands(m, {"none", "ldconfig", "daemon-reload"}, lambda: False) == ["ldconfig", "daemon-reload"]
     assert m.calls == [["/usr/sbin/ldconfig"], ["/usr/sbin/systemctl", "daemon-reload"]]
-    monkeypatch.setattr(M, "in_chroot", lambda: True)
     m = Module()
-    assert M.after_commands(m, {"daemon-reload"}) == [] and m.calls == []
+    assert FO.after_commands(m, {"daemon-reload"}, lambda: True) == [] and m.calls == []
 
 
 # --- the module, run for real on the controller --------------------------------------------------------------

@@ -208,3 +208,13 @@ def test_the_full_read_says_which_modprobe_d_files_are_there(working_root):  # n
         f.write(PM.blacklist("nv_peer_mem"))
     assert F.gather(m, params_, F.Host(m, working_root, live=True))["peermem"]["blacklist_files"] == [
         PM.BLACKLIST["nv_peer_mem"]]
+
+
+def test_the_action_plugin_takes_the_modules_defaults_and_leaves_odd_options_to_the_module():
+    from ansible_collections.gpufleet.gdrcopy.plugins.action.gdrcopy_peermem import ActionModule
+    read = read_of(facts(ib=NONE))
+    answer = ActionModule._from_read(read, {"image": "yes"})  # state auto, legacy leave, persist true: the defaults
+    assert answer == PM.from_read(read, "auto", "leave", True, True) and answer is not None
+    assert ActionModule._from_read(read, {"image": True, "state": "loaded"}) is None  # the module refuses it
+    assert ActionModule._from_read(read, {"image": "maybe"}) is None
+    assert ActionModule._from_read({"kernel": {}}, {"image": True}) is None
