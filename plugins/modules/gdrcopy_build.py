@@ -297,11 +297,13 @@ fleet:
       type: list
       elements: str
     taken:
-      description: The names sent from the controller to be unpacked here.
+      description: The names sent from the controller to be unpacked here (in check mode, those that would be; nothing
+        is sent).
       type: list
       elements: str
     compiled_instead:
-      description: The names to take that had no good entry on the controller (compiled here).
+      description: The names to take that had no good entry on the controller (compiled here; in check mode, would
+        be).
       type: list
       elements: str
 installed:
