@@ -14,10 +14,9 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import plain
-from ansible_collections.gpufleet.gdrcopy.plugins.modules.gdrcopy_peermem import ARGUMENT_SPEC
 
 # The options from_read needs, with the module's own defaults and choices (its argument spec, the one source).
-SPEC = dict((k, ARGUMENT_SPEC[k]) for k in ("state", "legacy", "persist", "image"))
+SPEC = dict((k, PM.ARGUMENT_SPEC[k]) for k in ("state", "legacy", "persist", "image"))
 
 
 class ActionModule(ActionBase):

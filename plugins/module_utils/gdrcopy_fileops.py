@@ -231,7 +231,14 @@ def after_commands(module, needed, chrooted):
     return ran
 
 
-def converge_files(module, entries, groups, chrooted, check=False, diff=False):
+def chrooted():
+    """Whether this runs in a chroot (an image root: no systemd to reload there). gdrcopy_facts is imported here, not
+    at the top: the modules that write files need only this of it, and each module start compiles what it imports."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
+    return in_chroot()
+
+
+def converge_files(module, entries, groups, check=False, diff=False):
     """The groups made, then each file of entries as wanted, then the commands the changed ones ask for: the result
     {changed, files: [{dest, action}], changed_files, groups, ran, diff: [...]}. FilesError (with the result so far)
     for a bad entry (before anything is written) or a step that fails."""

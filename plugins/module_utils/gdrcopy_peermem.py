@@ -22,6 +22,16 @@ WHY = {
 }
 
 
+# gdrcopy_peermem's options: the module's argument spec, and the defaults and choices its action plugin answers with.
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["auto", "present", "required", "absent"], default="auto"),
+    legacy=dict(type="str", choices=["leave", "remove"], default="leave"),
+    persist=dict(type="bool", default=True),
+    image=dict(type="bool", default=False),
+    read=dict(type="dict"),
+)
+
+
 def blacklist(module_name):
     """The modprobe.d file that keeps a module from loading (blacklist, and an install line that fails)."""
     return ("# Ansible managed (gdrcopy-ansible, role nvidia_peermem): changes here are overwritten by the next run.\n"

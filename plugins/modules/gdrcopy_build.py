@@ -487,7 +487,7 @@ def check_files(params, module):
 def put_files(module, files, groups, check, out):
     """The role's other files after the install (fileops.converge_files): (result, error message or None)."""
     try:
-        done, error = FO.converge_files(module, files, groups, chrooted, check=check, diff=True), None
+        done, error = FO.converge_files(module, files, groups, check=check, diff=True), None
     except FO.FilesError as e:
         done, error = dict({"files": [], "changed_files": [], "groups": [], "ran": [], "diff": []}, **e.result), str(e)
     for key in ("files", "changed_files", "groups", "ran"):
@@ -496,12 +496,6 @@ def put_files(module, files, groups, check, out):
     out["changed"] = out["changed"] or bool(done["changed_files"]) or any(
         g["action"] == "created" for g in done["groups"])
     return out, error
-
-
-def chrooted():
-    """Whether this runs in a chroot (an image root: no systemd to reload there)."""
-    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
-    return in_chroot()
 
 
 def put_tarball(spec, source, check):

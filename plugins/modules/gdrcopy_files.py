@@ -82,21 +82,15 @@ ran:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_facts import in_chroot
 
 # The decisions and the writes are module_utils/gdrcopy_fileops.py's (gdrcopy_build installs the same files).
 ARGUMENT_SPEC = dict(files=FO.FILES_SPEC, groups=FO.GROUPS_SPEC)
 
 
-def chrooted():
-    """Whether this runs in a chroot (an image root: no systemd to reload there)."""
-    return in_chroot()
-
-
 def run(module):
     """converge_files for the module's options; a refusal or a failed step fails the module with the result so far."""
     try:
-        result = FO.converge_files(module, module.params["files"], module.params["groups"], chrooted,
+        result = FO.converge_files(module, module.params["files"], module.params["groups"],
                                    check=module.check_mode, diff=module._diff)
     except FO.FilesError as e:
         module.fail_json(msg=str(e), **e.result)

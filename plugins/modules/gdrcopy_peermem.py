@@ -112,14 +112,6 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pa
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_peermem as PM
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
 
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["auto", "present", "required", "absent"], default="auto"),
-    legacy=dict(type="str", choices=["leave", "remove"], default="leave"),
-    persist=dict(type="bool", default=True),
-    image=dict(type="bool", default=False),
-    read=dict(type="dict"),
-)
-
 
 def read(h):
     """The facts the plan needs: the kernels (their releases only: no module signature is read), the NVIDIA driver,
@@ -191,7 +183,7 @@ def apply(module, p, h=None):
 
 
 def main():
-    C.main(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True), apply)
+    C.main(AnsibleModule(argument_spec=PM.ARGUMENT_SPEC, supports_check_mode=True), apply)
 
 
 if __name__ == "__main__":

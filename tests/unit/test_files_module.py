@@ -170,7 +170,7 @@ class Stub:
 
 
 def test_run_writes_then_runs_what_the_changed_files_ask_for(tmp_path, monkeypatch):
-    monkeypatch.setattr(M, "in_chroot", lambda: False)
+    monkeypatch.setattr(FO, "chrooted", lambda: False)
     monkeypatch.setattr(os.path, "isdir", lambda p, isdir=os.path.isdir: p == "/run/systemd/system" or isdir(p))
     unit, conf = tmp_path / "gdrcopy.service", tmp_path / "ld/gdrcopy.conf"
     files = [entry(dest=str(unit), content="[Unit]\n", after="daemon-reload"),
