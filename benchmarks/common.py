@@ -1,5 +1,6 @@
 """What the benchmarks share: where the repository is, a log line, one ansible-playbook run timed, saving results."""
 
+import configparser
 import json
 import os
 import subprocess
@@ -17,6 +18,13 @@ def logger(tag):
     return log
 
 
+def configured_callbacks():
+    """callbacks_enabled of the repository's ansible.cfg: ANSIBLE_CALLBACKS_ENABLED replaces that list."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "ansible.cfg")
+    return [c.strip() for c in cfg.get("defaults", "callbacks_enabled", fallback="").split(",") if c.strip()]
+
+
 def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=False):
     """Run ansible-playbook with this repository's ansible.cfg; return (rc, wall seconds, output). Unless
     allow_failure, a failed run ends the benchmark with the log's path. The task counts per host (task results and
@@ -25,7 +33,9 @@ def run_playbook(inventory, playbook, extra, logfile, forks=None, allow_failure=
                # The checkout as gpufleet.gdrcopy, then what `make setup` unpacked (community.general: chroot).
                ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(str(REPO / d) for d in ("collections", ".cache/collections")),
                # Each log ends with the slowest tasks (where the time went); task_counts counts the executions.
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks,task_counts", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25",
+               # Added to the callbacks ansible.cfg enables (a user's run has those), not instead of them.
+               ANSIBLE_CALLBACKS_ENABLED=",".join(configured_callbacks() + ["ansible.posix.profile_tasks", "task_counts"]),
+               PROFILE_TASKS_TASK_OUTPUT_LIMIT="25",
                ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
                GDRCOPY_TASK_COUNTS=str(logfile) + ".counts.json")
     if forks:

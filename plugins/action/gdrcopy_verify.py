@@ -3,7 +3,8 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """Action plugin of gdrcopy_verify: with O(read) (a host this run found converged), the verification is composed on
 the controller from that read (module_utils/gdrcopy_converged.py: from_read), and nothing starts on the host;
-otherwise the module runs there (plugins/modules/gdrcopy_verify.py)."""
+otherwise the module runs there (plugins/modules/gdrcopy_verify.py), given the OS facts this run already read of the
+host (O(os_facts)), so that it does not import Ansible's fact collectors a second time."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +13,16 @@ __metaclass__ = type
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import plain
+
+
+def os_facts_known(task_vars):
+    """The OS facts of the host that this run has already read (an earlier gdrcopy_verify or gdrcopy_info, or
+    setup), complete enough to use (os_family and pkg_mgr), else None."""
+    facts = (task_vars or {}).get("ansible_facts") or {}
+    known = dict((k, facts.get(k)) for k in F.OS_FACT_KEYS if facts.get(k))
+    return known if known.get("os_family") and known.get("pkg_mgr") else None
 
 
 class ActionModule(ActionBase):
@@ -24,9 +34,12 @@ class ActionModule(ActionBase):
         args = self._task.args
         read = args.get("read")
         if not read:
+            module_args = dict((k, v) for k, v in args.items() if k != "read")
+            known = os_facts_known(task_vars)
+            if known and "os_facts" not in module_args:
+                module_args["os_facts"] = plain(known)
             result.update(self._execute_module(module_name="gpufleet.gdrcopy.gdrcopy_verify",
-                                               module_args=dict((k, v) for k, v in args.items() if k != "read"),
-                                               task_vars=task_vars))
+                                               module_args=module_args, task_vars=task_vars))
             return result
         if not isinstance(read, dict):
             result.update(failed=True, msg="read must be a dict (the result of an earlier gdrcopy_verify call)")

@@ -76,6 +76,14 @@ def os_facts(module, h):
     return dict((k, facts.get(k) or "") for k in OS_FACT_KEYS)
 
 
+def known_os_facts(h, known):
+    """The OS facts of OS_FACT_KEYS that this run already read from the system the module runs on (passed in by the
+    action plugin from ansible_facts), when they are complete; else None (collect them: os_facts)."""
+    if h.root != "/" or not isinstance(known, dict) or not all(known.get(k) for k in ("os_family", "pkg_mgr")):
+        return None
+    return dict((k, known.get(k) or "") for k in OS_FACT_KEYS)
+
+
 class Host:
     """File access relative to a root, and commands through AnsibleModule.run_command.
 
@@ -88,6 +96,13 @@ class Host:
         self.module = module
         self.root = root.rstrip("/") or "/"
         self.live = (self.root == "/" and not image and not in_chroot()) if live is None else live
+        self._memo = {}
+
+    def memo(self, kind, key, compute):
+        """compute() once per (kind, key) for this Host: a parsed file that several facts consult in one read."""
+        if (kind, key) not in self._memo:
+            self._memo[(kind, key)] = compute()
+        return self._memo[(kind, key)]
 
     def path(self, p):
         return p if self.root == "/" else os.path.join(self.root, p.lstrip("/"))
@@ -193,9 +208,11 @@ class Host:
 
 def module_files(h, release, name):
     """Files of module `name` for a kernel: what modules.dep lists (what modprobe loads), plus any copy under
-    updates/ or extra/ that depmod has not seen yet. Cheaper than walking the whole module tree."""
+    updates/ or extra/ that depmod has not seen yet. Cheaper than walking the whole module tree; modules.dep (some
+    5000 lines) is read and indexed once per kernel for all the modules a read looks up."""
     base = "/lib/modules/%s" % release
-    found = set(base + "/" + rel for rel in P.modules_dep_paths(h.read(base + "/modules.dep") or "", name))
+    index = h.memo("modules.dep", release, lambda: P.modules_dep_index(h.read(base + "/modules.dep") or ""))
+    found = set(base + "/" + rel for rel in index.get(name, []))
     for sub in ("updates", "extra"):
         found.update(h.glob("%s/%s/**/%s.ko*" % (base, sub, name)))
     return sorted(found)
@@ -863,7 +880,7 @@ def gather(module, params, host=None):
         "kernel_hook": kernel_hook_facts(h),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
         "packages": package_facts(h, params.get("packages") or []),
-        "os": os_facts(module, h),
+        "os": known_os_facts(h, params.get("os_facts")) or os_facts(module, h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)

@@ -167,14 +167,19 @@ def _int_or_none(v):
     return int(m.group(1)) if m else None
 
 
-def modules_dep_paths(text, name):
-    """Paths (relative to /lib/modules/<kernel>) that modules.dep lists for module `name` (gdrdrv.ko, .ko.xz...)."""
-    out = []
+KCONFIG_NAME_RE = re.compile(r"^CONFIG_\w+$")
+MODULE_FILE_RE = re.compile(r"^(.+)\.ko(?:\.(?:xz|zst|gz))?$")
+
+
+def modules_dep_index(text):
+    """modules.dep -> {module file name without .ko and compression suffix: [paths, in file order]}: one pass over a
+    file of thousands of lines, so that looking up several modules of one kernel reads and splits it once."""
+    out = {}
     for line in (text or "").splitlines():
-        path = line.split(":", 1)[0].strip()
-        base = path.rsplit("/", 1)[-1]
-        if re.match(r"^%s\.ko(\.(xz|zst|gz))?$" % re.escape(name), base):
-            out.append(path)
+        path = line.partition(":")[0].strip()
+        m = MODULE_FILE_RE.match(path.rpartition("/")[2])
+        if m:
+            out.setdefault(m.group(1), []).append(path)
     return out
 
 
@@ -193,12 +198,14 @@ def parse_kconfig(text):
     out = {}
     for line in (text or "").splitlines():
         line = line.strip()
-        m = re.match(r"^# (CONFIG_\w+) is not set$", line)
-        if m:
-            out[m.group(1)] = "n"
-        elif line.startswith("CONFIG_") and "=" in line:
-            k, v = line.split("=", 1)
-            out[k] = v.strip('"')
+        if line.startswith("CONFIG_"):
+            k, eq, v = line.partition("=")
+            if eq:
+                out[k] = v.strip('"')
+        elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
+            k = line[2:-len(" is not set")]
+            if KCONFIG_NAME_RE.match(k):
+                out[k] = "n"
     return out
 
 

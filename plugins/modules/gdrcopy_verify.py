@@ -115,6 +115,14 @@ options:
         with that read, O(smoke_result) and O(tests_result) (both as given, else the read's), and the problems they
         show. A converged host was read, smoke-checked and compared with its record moments ago in the same run.
     type: dict
+  os_facts:
+    description:
+      - The OS facts this run already has of the host (those this module returns as C(ansible_facts), such as
+        C(distribution), C(os_family) and C(pkg_mgr)), used instead of collecting them again
+        through Ansible's fact collectors (whose import is most of a read's CPU time). The action plugin passes
+        them from C(ansible_facts) when that holds C(os_family) and C(pkg_mgr); without them, or with an incomplete
+        set, the module collects them.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -200,6 +208,7 @@ ARGUMENT_SPEC = dict(
     packages=dict(type="list", elements="str", default=[]),
     image=dict(type="bool", default=False),
     read=dict(type="dict"),
+    os_facts=dict(type="dict"),
 )
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
@@ -221,7 +230,7 @@ def verify(module, params, host=None):
         "nvidia_src_dir": params["nvidia_src_dir"], "groups": params["groups"],
         "packages": params.get("packages") or [],
         "smoke": "" if smoke_given else params["expect"], "run_tests": [] if tests_given else params["tests"],
-        "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"]}, h)
+        "gpu_id": params["gpu_id"], "tests_timeout": params["tests_timeout"], "os_facts": params.get("os_facts")}, h)
     smoke = params["smoke_result"] if smoke_given else facts.get("smoke", dict(NOT_CHECKED, expected=""))
     tests = params["tests_result"] if tests_given else facts["tests"]
     result = dict(facts, smoke=smoke, tests=tests, problems=C.problems(smoke, tests, facts["gdrdrv"]),

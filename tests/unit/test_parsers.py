@@ -138,12 +138,23 @@ def test_major_minor(given, expected):
     assert P.major_minor(given) == expected
 
 
-def test_modules_dep_paths():
+def test_modules_dep_index():
     text = ("kernel/drivers/misc/gdrdrv.ko.xz:\nupdates/gdrcopy/gdrdrv.ko: extra/gdrcopy-test-standins/nvidia.ko\n"
-            "extra/gdrcopy-test-standins/nvidia.ko:\nkernel/fs/gdrdrv2.ko:\n")
-    assert P.modules_dep_paths(text, "gdrdrv") == ["kernel/drivers/misc/gdrdrv.ko.xz", "updates/gdrcopy/gdrdrv.ko"]
-    assert P.modules_dep_paths(text, "nvidia") == ["extra/gdrcopy-test-standins/nvidia.ko"]
-    assert P.modules_dep_paths("", "gdrdrv") == []
+            "extra/gdrcopy-test-standins/nvidia.ko:\nkernel/fs/gdrdrv2.ko:\nkernel/net/nvidia-peermem.ko.zst:\n"
+            "kernel/misc/notamodule.o:\n\n")
+    index = P.modules_dep_index(text)
+    assert index["gdrdrv"] == ["kernel/drivers/misc/gdrdrv.ko.xz", "updates/gdrcopy/gdrdrv.ko"]
+    assert index["nvidia"] == ["extra/gdrcopy-test-standins/nvidia.ko"]
+    assert index["gdrdrv2"] == ["kernel/fs/gdrdrv2.ko"]
+    assert index["nvidia-peermem"] == ["kernel/net/nvidia-peermem.ko.zst"]  # the file name: - and _ stay apart
+    assert "nvidia_peermem" not in index and "notamodule" not in index
+    assert P.modules_dep_index("") == {} and P.modules_dep_index(None) == {}
+
+
+def test_kconfig_forms():
+    text = ('CONFIG_A=y\n  CONFIG_B="sha512"\n# CONFIG_C is not set\n# CONFIG_D is not set here\n'
+            "#CONFIG_E is not set\n# comment\nCONFIG_F\n# CONFIG_G-H is not set\n")
+    assert P.parse_kconfig(text) == {"CONFIG_A": "y", "CONFIG_B": "sha512", "CONFIG_C": "n"}
 
 
 # --- captures of the device run (tests/fixtures/hosts) ----------------------------------------------------------

@@ -56,10 +56,10 @@ def test_the_lookup_refuses_a_directory_that_is_no_collection(tmp_path):
         code_digest.LookupModule().run([str(tmp_path)])
 
 
-def ansible_playbook(tmp_path, playbook, collections, *args):
+def ansible_playbook(tmp_path, playbook, collections, *args, **more_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=":".join(map(str, collections)),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", **more_env)
     r = subprocess.run([str(BIN / "ansible-playbook"), str(playbook), *args], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
     return r.returncode, " ".join((r.stdout + r.stderr).split())
@@ -182,3 +182,50 @@ def test_skip_converged_names_an_empty_pattern():
     from ansible_collections.gpufleet.gdrcopy.plugins.filter.skip_converged import skip_converged
     with pytest.raises(AnsibleFilterError, match="gdrcopy_hosts"):
         skip_converged(" ", {})
+
+
+# --- the connection plugin loaded once in the controller (plugins/callback/connection_preload.py) -----------------
+
+PROBE = """
+import sys
+from ansible.plugins.callback import CallbackBase
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "probe"
+    CALLBACK_NEEDS_ENABLED = True
+    def v2_playbook_on_stats(self, stats):
+        self._display.display("IN MAIN %s" % ("ansible_collections.community.general.plugins.connection.chroot"
+                                              in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("inventory, loaded", [
+    # on a group, as the fleet benchmark's inventory has it
+    ("[images]\nimage ansible_host=/nonexistent\n[images:vars]\nansible_connection=community.general.chroot\n", True),
+    ("image ansible_connection=community.general.chroot ansible_host=/nonexistent\n", True),  # on the host
+    ("node ansible_connection=local\n", False),  # ansible.builtin: nothing to preload
+    ("image ansible_connection=no.such.connection\n", False),  # left to the worker
+])
+def test_the_controller_loads_a_collection_connection_before_the_workers_fork(tmp_path, inventory, loaded):
+    """Ansible itself, with the callback as ansible.cfg enables it: a task that every host skips never loads a
+    connection in a worker, so only the callback can have loaded community.general's chroot into the main process;
+    a name that does not load changes nothing for the run."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "probe.py").write_text(PROBE)
+    (tmp_path / "hosts.ini").write_text(inventory)
+    book = tmp_path / "t.yml"
+    book.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"ansible.builtin.ping": None, "when": False}]}]))
+    rc, out = ansible_playbook(tmp_path, book, [COLLECTIONS, TEST_COLLECTIONS], "-i", str(tmp_path / "hosts.ini"),
+                               ANSIBLE_CALLBACK_PLUGINS=str(tmp_path / "probe"),
+                               ANSIBLE_CALLBACKS_ENABLED="gpufleet.gdrcopy.connection_preload,probe")
+    assert rc == 0, out
+    assert "IN MAIN %s" % loaded in out, out
+
+
+def test_ansible_cfg_enables_the_preload():
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "ansible.cfg")
+    assert "gpufleet.gdrcopy.connection_preload" in cfg.get("defaults", "callbacks_enabled").split(",")

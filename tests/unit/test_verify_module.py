@@ -119,3 +119,28 @@ def test_a_converged_host_is_verified_from_this_runs_read_without_reading_again(
     assert got["problems"] == [] and got["record_written"] is False and got["changed"] is False
     broken = dict(read, gdrdrv=dict(GOOD_DEVICE, device={"ok": False, "exists": False, "is_char": False}))
     assert "/dev/gdrdrv is missing" in C.from_read(broken)["problems"][0]
+
+
+# --- the OS facts read once per run (the action plugin passes them; Ansible's collectors are not imported again) ---
+
+OS = {"distribution": "Debian", "distribution_version": "12.12", "distribution_major_version": "12",
+      "distribution_release": "bookworm", "os_family": "Debian", "pkg_mgr": "apt"}
+
+
+def test_the_action_passes_the_os_facts_this_run_has_read():
+    from ansible_collections.gpufleet.gdrcopy.plugins.action.gdrcopy_verify import os_facts_known
+    assert os_facts_known({"ansible_facts": dict(OS, kernel="6.1.0")}) == OS
+    assert os_facts_known({"ansible_facts": dict(OS, pkg_mgr="")}) is None  # incomplete: the module collects them
+    assert os_facts_known({"ansible_facts": {}}) is None and os_facts_known({}) is None and os_facts_known(None) is None
+
+
+def test_known_os_facts_are_used_on_the_system_the_module_runs_on_only(working_root):  # noqa: F811
+    m = Module(working_module(working_root))
+    on_host = gdrcopy_facts.Host(m, "/", live=False)
+    assert gdrcopy_facts.known_os_facts(on_host, OS) == OS
+    assert gdrcopy_facts.known_os_facts(on_host, {"os_family": "Debian", "pkg_mgr": "apt"}) == dict(
+        dict.fromkeys(OS, ""), os_family="Debian", pkg_mgr="apt")
+    assert gdrcopy_facts.known_os_facts(on_host, {"os_family": "Debian"}) is None
+    assert gdrcopy_facts.known_os_facts(on_host, None) is None
+    # a captured tree is not the system the facts describe
+    assert gdrcopy_facts.known_os_facts(gdrcopy_facts.Host(m, working_root, live=True), OS) is None
