@@ -99,7 +99,8 @@ class Host:
         self._memo = {}
 
     def memo(self, kind, key, compute):
-        """compute() once per (kind, key) for this Host: a parsed file that several facts consult in one read."""
+        """compute() once per (kind, key) for this Host: a parsed file that several facts consult in one read. A Host
+        is one read: code that changes such a file (depmod) and reads again makes a new Host."""
         if (kind, key) not in self._memo:
             self._memo[(kind, key)] = compute()
         return self._memo[(kind, key)]
