@@ -17,14 +17,6 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fa
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import plain
 
 
-def os_facts_known(task_vars):
-    """The OS facts of the host that this run has already read (an earlier gdrcopy_verify or gdrcopy_info, or
-    setup), complete enough to use (os_family and pkg_mgr), else None."""
-    facts = (task_vars or {}).get("ansible_facts") or {}
-    known = dict((k, facts.get(k)) for k in F.OS_FACT_KEYS if facts.get(k))
-    return known if known.get("os_family") and known.get("pkg_mgr") else None
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -35,7 +27,7 @@ class ActionModule(ActionBase):
         read = args.get("read")
         if not read:
             module_args = dict((k, v) for k, v in args.items() if k != "read")
-            known = os_facts_known(task_vars)
+            known = F.complete_os_facts((task_vars or {}).get("ansible_facts"))
             if known and "os_facts" not in module_args:
                 module_args["os_facts"] = plain(known)
             result.update(self._execute_module(module_name="gpufleet.gdrcopy.gdrcopy_verify",

@@ -76,12 +76,13 @@ def os_facts(module, h):
     return dict((k, facts.get(k) or "") for k in OS_FACT_KEYS)
 
 
-def known_os_facts(h, known):
-    """The OS facts of OS_FACT_KEYS that this run already read from the system the module runs on (passed in by the
-    action plugin from ansible_facts), when they are complete; else None (collect them: os_facts)."""
-    if h.root != "/" or not isinstance(known, dict) or not all(known.get(k) for k in ("os_family", "pkg_mgr")):
+def complete_os_facts(facts):
+    """The OS facts of OS_FACT_KEYS from facts (ansible_facts, or what an earlier read returned) when they hold what
+    the roles decide with (os_family, pkg_mgr); else None. The one rule for reusing them: gdrcopy_verify's action
+    plugin passes them on with it, and gather() uses what it was passed only when it holds."""
+    if not isinstance(facts, dict) or not (facts.get("os_family") and facts.get("pkg_mgr")):
         return None
-    return dict((k, known.get(k) or "") for k in OS_FACT_KEYS)
+    return dict((k, facts.get(k) or "") for k in OS_FACT_KEYS)
 
 
 class Host:
@@ -881,7 +882,8 @@ def gather(module, params, host=None):
         "kernel_hook": kernel_hook_facts(h),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
         "packages": package_facts(h, params.get("packages") or []),
-        "os": known_os_facts(h, params.get("os_facts")) or os_facts(module, h),
+        # the OS facts this run read already (O(os_facts)) describe the system the module runs on, not a tree
+        "os": (h.root == "/" and complete_os_facts(params.get("os_facts"))) or os_facts(module, h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
     facts["backend"] = backend_facts(facts)

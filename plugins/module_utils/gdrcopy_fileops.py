@@ -211,9 +211,9 @@ def make_groups(module, names, check):
     return out
 
 
-def after_commands(module, needed, chrooted):
+def after_commands(module, needed):
     """Run ldconfig and systemd's daemon-reload once each when a changed file asked for them (daemon-reload only
-    where systemd runs: not in a chroot, chrooted() being true there)."""
+    where systemd runs: not in a chroot)."""
     ran = []
     for what in ("ldconfig", "daemon-reload"):
         if what not in needed:
@@ -278,7 +278,7 @@ def converge_files(module, entries, groups, check=False, diff=False):
         write_entry(module, entry, action, uid)
     if result["changed"] and not check:
         try:
-            result["ran"] = after_commands(module, needed, chrooted)
+            result["ran"] = after_commands(module, needed)
         except FilesError as e:
             result.update(e.result)
             raise FilesError(str(e), result)

@@ -77,11 +77,13 @@ class Module:
 
 def test_the_commands_after_the_writes_run_once_each_and_never_in_a_chroot(monkeypatch):
     monkeypatch.setattr(os.path, "isdir", lambda p: p == "/run/systemd/system")
+    monkeypatch.setattr(FO, "chrooted", lambda: False)
     m = Module()
-    assert FO.after_commands(m, {"none", "ldconfig", "daemon-reload"}, lambda: False) == ["ldconfig", "daemon-reload"]
+    assert FO.after_commands(m, {"none", "ldconfig", "daemon-reload"}) == ["ldconfig", "daemon-reload"]
     assert m.calls == [["/usr/sbin/ldconfig"], ["/usr/sbin/systemctl", "daemon-reload"]]
+    monkeypatch.setattr(FO, "chrooted", lambda: True)
     m = Module()
-    assert FO.after_commands(m, {"daemon-reload"}, lambda: True) == [] and m.calls == []
+    assert FO.after_commands(m, {"daemon-reload"}) == [] and m.calls == []
 
 
 # --- the module, run for real on the controller --------------------------------------------------------------

@@ -229,3 +229,29 @@ def test_ansible_cfg_enables_the_preload():
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "ansible.cfg")
     assert "gpufleet.gdrcopy.connection_preload" in cfg.get("defaults", "callbacks_enabled").split(",")
+
+
+def test_the_second_read_of_a_run_takes_the_os_facts_of_the_first(tmp_path):
+    """Ansible itself, on this machine: a read returns its OS facts as ansible_facts (here marked, through the
+    option); the next read's action plugin hands those to the module, which returns them instead of importing
+    Ansible's fact collectors again (a collected value would be this machine's, not the mark)."""
+    marked = {"distribution": "Marked", "os_family": "Marked", "pkg_mgr": "apt"}
+    book = tmp_path / "t.yml"
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "connection": "local", "tasks": [
+        {"gpufleet.gdrcopy.gdrcopy_verify": {"image": True, "os_facts": marked}},
+        {"gpufleet.gdrcopy.gdrcopy_verify": {"image": True}, "register": "second"},
+        {"ansible.builtin.debug": {"msg": "SECOND {{ second.os.distribution }} {{ second.os.os_family }}"}}]}]))
+    rc, out = ansible_playbook(tmp_path, book, [COLLECTIONS], "-i", "localhost,",
+                               "-e", json.dumps({"ansible_python_interpreter": sys.executable}))
+    assert rc == 0, out
+    assert "SECOND Marked Marked" in out, out
+
+
+def test_the_site_plays_enter_the_roles_without_ansibles_argument_spec_task(tmp_path):
+    """preflight checks every role's variables against its argument spec (gdrcopy_inputs): the role plays do not
+    repeat that check (one task per role and host)."""
+    rc, out = ansible_playbook(tmp_path, REPO / "site.yml", [COLLECTIONS, TEST_COLLECTIONS], "-i", "localhost,",
+                               "--list-tasks")
+    assert rc == 0, out
+    assert "Check and normalise the gdrcopy variables" in out, out
+    assert "Validating arguments against arg spec" not in out, out

@@ -127,20 +127,15 @@ OS = {"distribution": "Debian", "distribution_version": "12.12", "distribution_m
       "distribution_release": "bookworm", "os_family": "Debian", "pkg_mgr": "apt"}
 
 
-def test_the_action_passes_the_os_facts_this_run_has_read():
-    from ansible_collections.gpufleet.gdrcopy.plugins.action.gdrcopy_verify import os_facts_known
-    assert os_facts_known({"ansible_facts": dict(OS, kernel="6.1.0")}) == OS
-    assert os_facts_known({"ansible_facts": dict(OS, pkg_mgr="")}) is None  # incomplete: the module collects them
-    assert os_facts_known({"ansible_facts": {}}) is None and os_facts_known({}) is None and os_facts_known(None) is None
-
-
-def test_known_os_facts_are_used_on_the_system_the_module_runs_on_only(working_root):  # noqa: F811
-    m = Module(working_module(working_root))
-    on_host = gdrcopy_facts.Host(m, "/", live=False)
-    assert gdrcopy_facts.known_os_facts(on_host, OS) == OS
-    assert gdrcopy_facts.known_os_facts(on_host, {"os_family": "Debian", "pkg_mgr": "apt"}) == dict(
+def test_the_os_facts_of_this_run_are_reused_when_complete():
+    assert gdrcopy_facts.complete_os_facts(dict(OS, kernel="6.1.0")) == OS
+    assert gdrcopy_facts.complete_os_facts({"os_family": "Debian", "pkg_mgr": "apt"}) == dict(
         dict.fromkeys(OS, ""), os_family="Debian", pkg_mgr="apt")
-    assert gdrcopy_facts.known_os_facts(on_host, {"os_family": "Debian"}) is None
-    assert gdrcopy_facts.known_os_facts(on_host, None) is None
-    # a captured tree is not the system the facts describe
-    assert gdrcopy_facts.known_os_facts(gdrcopy_facts.Host(m, working_root, live=True), OS) is None
+    assert gdrcopy_facts.complete_os_facts(dict(OS, pkg_mgr="")) is None  # incomplete: the module collects them
+    assert gdrcopy_facts.complete_os_facts({}) is None and gdrcopy_facts.complete_os_facts(None) is None
+
+
+def test_a_captured_tree_never_takes_the_os_facts_of_the_run(working_root):  # noqa: F811
+    """The tree's own OS facts are not collected (os_facts returns {} for a root other than /), and the facts passed
+    in describe the controller's view of the host, not the tree."""
+    assert run(working_root, os_facts=OS)["os"] == {}
