@@ -18,8 +18,7 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import GROUP_NAME_RE
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import point_link
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import GROUP_NAME_RE, point_link
 
 MODE_RE = re.compile(r"^0?[0-7]{3}\Z")  # an octal mode as the roles write it ("0644")
 # The helpers option (documented in plugins/doc_fragments/helpers.py): the programs a role runs, written by the

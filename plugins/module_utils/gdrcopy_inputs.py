@@ -23,6 +23,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_parsers import open_to_others
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import GROUP_NAME_RE
 
 
 class Invalid(ValueError):
@@ -223,8 +224,7 @@ kernel_release = pattern(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}\Z",
                          "a kernel release as `uname -r` prints it (such as 6.1.0-28-amd64)")
 # A kernel module name (MODULE_NAME_LEN is 56 with its NUL): it reaches modprobe argv and the unit's ExecStart=.
 module_name = pattern(r"^[A-Za-z0-9_-]{1,55}\Z", "a kernel module name (letters, digits, _ and -)")
-# A group name as useradd/groupadd accept it (shadow-utils' default rule), at most 32 characters.
-GROUP_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z"  # gdrcopy_files makes groups by the same rule
+# A group name as useradd/groupadd accept it (gdrcopy_files makes groups by the same rule).
 group_name = pattern(GROUP_NAME_RE,
                      "a group name (a letter or _, then letters, digits, _ . or -, at most 32 characters)", max_len=32)
 url = pattern(r"^(https?|ftp|file)://[^\s\"'<>\\`]+\Z", "an https://, http://, ftp:// or file:// URL",

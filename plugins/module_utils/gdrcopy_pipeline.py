@@ -61,6 +61,9 @@ DEFAULT_TIMEOUT = 1800
 
 KERNEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}\Z")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+# A group name as useradd/groupadd accept it (shadow-utils' default rule), at most 32 characters: the roles' inputs
+# are checked with it (gdrcopy_inputs, on the controller) and gdrcopy_files makes groups by it (on the host).
+GROUP_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z"
 FLAVORS = ("open", "proprietary")
 # A make target or VAR=value of the library build (lib, exes, CUDA=/usr/local/cuda).
 MAKE_WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_./+-]*)?\Z")
