@@ -78,6 +78,7 @@ class ActionModule(ActionBase):
         if "releases" in context:
             result["release_table"] = context["releases"]
             result["source"] = context["source"]
+            result["gdrdrv_params"] = context["gdrdrv_params"]
         for concern in concerns:
             self._display.warning("%s: %s." % (task_vars.get("inventory_hostname", "?"), concern))
         result["changed"] = False

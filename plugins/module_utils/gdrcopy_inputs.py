@@ -314,7 +314,25 @@ def key_paths(name, value, spec):
     return out
 
 
-RELEASE_FIELDS = ("tag", "commit", "sha256", "url", "top_dir", "tests")
+RELEASE_FIELDS = ("tag", "commit", "sha256", "url", "top_dir", "tests", "gdrdrv_params")
+_PARAM_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
+
+
+def param_defaults(name, value, spec):
+    """A release row's gdrdrv_params: parameter name -> its built-in default (an integer)."""
+    if not isinstance(value, dict):
+        raise Invalid("%s must be a mapping of gdrdrv parameter -> its default (got %s %s)" % (
+            name, _type_name(value), shown(value)))
+    out = {}
+    for key in sorted(value, key=str):
+        if not _is_text(key) or not _PARAM_NAME_RE.match(key):
+            raise Invalid("%s: %s is not a module parameter name (lowercase letters, digits, _)" % (name, shown(key)))
+        if not _is_int(value[key]) or not -2 ** 31 <= value[key] < 2 ** 31:
+            raise Invalid("%s.%s must be the parameter's default, an int (got %s)" % (name, key, shown(value[key])))
+        out[key] = value[key]
+    return out
+
+
 _RELEASE_ROW = {
     "tag": pattern(r"^v[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?\Z", "v<version>"),
     "commit": pattern(COMMIT, "40 lowercase hex digits"),
@@ -322,6 +340,7 @@ _RELEASE_ROW = {
     "url": pattern(r"^(https?|ftp|file)://[^\s\"'<>\\`]+\Z", "an https, http, ftp or file URL", max_len=2048),
     "top_dir": pattern(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}\Z", "the tarball's top folder (a plain name)"),
     "tests": list_of(pattern(r"^[A-Za-z0-9_]{1,64}\Z", "a test program name")),
+    "gdrdrv_params": param_defaults,
 }
 
 
@@ -436,11 +455,12 @@ def _gdrcopy_rules(values, context):
     for key, row in sorted(table.items()):
         missing = [f for f in RELEASE_FIELDS if f not in row]
         if missing:
-            errors.append('gdrcopy_releases["%s"] is not a whole release row: it lacks %s (a new version needs tag, '
-                          "commit, sha256, url, top_dir and tests, as in roles/gdrcopy/files/releases.yml)" % (
-                              key, ", ".join(missing)))
+            errors.append('gdrcopy_releases["%s"] is not a whole release row: it lacks %s (a new version needs %s, '
+                          "as in roles/gdrcopy/files/releases.yml)" % (
+                              key, ", ".join(missing), ", ".join(RELEASE_FIELDS)))
     version_ = values["gdrcopy_version"]
     release = table.get(version_, {})
+    errors += _unknown_gdrdrv_params(values["gdrcopy_module_params"], version_, release, table)
     if values["gdrcopy_source_type"] == "tarball":
         if not release and not (values["gdrcopy_source_url"] and values["gdrcopy_source_sha256"]):
             errors.append('gdrcopy_version "%s" is not in the release table (%s): pick one of those, add the release '
@@ -459,6 +479,31 @@ def _gdrcopy_rules(values, context):
                       "gdrcopy_device_world_access: true to accept it" % (values["gdrcopy_device_mode"],
                                                                           values["gdrcopy_device_group"]))
     return errors
+
+
+def _unknown_gdrdrv_params(params, version_, release, table):
+    """gdrcopy_module_params that the pinned release's gdrdrv does not take (a version outside the table: unknown,
+    so not checked)."""
+    if "gdrdrv_params" not in release:
+        return []
+    errors = []
+    for key in sorted(set(params) - set(release["gdrdrv_params"])):
+        having = sorted((v for v, row in table.items() if key in row.get("gdrdrv_params", {})), key=version_key)
+        errors.append('gdrcopy_module_params.%s: gdrdrv %s has no such parameter (it takes %s): leave it out, or pin '
+                      "a release that has it (%s)" % (key, version_, ", ".join(sorted(release["gdrdrv_params"])),
+                                                      ", ".join(having) or "none in the release table"))
+    return errors
+
+
+def version_key(text):
+    """"2.4.1" -> (2, 4, 1), for ordering release versions."""
+    return tuple(int(part) for part in re.findall(r"[0-9]+", text))
+
+
+def gdrdrv_params(values, release):
+    """The gdrdrv options a loaded gdrdrv should show: the release's built-in defaults with gdrcopy_module_params
+    over them (only what the user set when the release is not in the table)."""
+    return dict(release.get("gdrdrv_params", {}), **values["gdrcopy_module_params"])
 
 
 def _gdrcopy_concerns(values, context):
@@ -544,6 +589,7 @@ def check_role(role, options, values, shipped_releases=None):
     errors = RULES[role](normalised, context)
     if role == "gdrcopy" and not errors:
         context["source"] = resolve_source(normalised, context["releases"])
+        context["gdrdrv_params"] = gdrdrv_params(normalised, context["releases"].get(normalised["gdrcopy_version"], {}))
     concerns = [] if errors else CONCERNS.get(role, lambda v, c: [])(normalised, context)
     return normalised, errors, concerns, context
 

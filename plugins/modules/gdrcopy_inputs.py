@@ -78,4 +78,10 @@ release_table:
   description: The release table with C(gdrcopy_releases) merged over the shipped one (role C(gdrcopy) only).
   returned: success and role is gdrcopy
   type: dict
+gdrdrv_params:
+  description: The options a loaded gdrdrv should show (what C(gdrcopy_load) compares with C(/proc/driver/gdrdrv/params)),
+    the pinned release's built-in defaults (its C(gdrdrv_params) row) with C(gdrcopy_module_params) over them.
+  returned: success and role is gdrcopy
+  type: dict
+  sample: {dbg_enabled: 0, info_enabled: 0, use_persistent_mapping: 1}
 """

@@ -32,7 +32,9 @@ options:
     elements: str
     default: [nvidia]
   params:
-    description: The gdrdrv options wanted (as in C(/etc/modprobe.d)); a loaded gdrdrv that reports others is reloaded.
+    description: The gdrdrv options a loaded gdrdrv should report (the release's built-in defaults with the role's
+      C(modprobe.d) options over them, as C(gdrcopy_inputs) returns them in C(gdrdrv_params)); a loaded gdrdrv that reports others is
+      reloaded.
     type: dict
     default: {}
   mknod:

@@ -149,6 +149,36 @@ def test_install_tests_takes_a_yaml_boolean_and_module_params_take_strings():
     assert normalised["gdrcopy_install_tests"] == "true" and normalised["gdrcopy_module_params"] == {"dbg_enabled": 1}
 
 
+def test_an_option_the_pinned_gdrdrv_does_not_take_is_refused_with_the_releases_that_have_it():
+    errors = errors_of("gdrcopy", gdrcopy_version="2.4", gdrcopy_module_params={"use_persistent_mapping": 1})
+    assert errors == ["gdrcopy_module_params.use_persistent_mapping: gdrdrv 2.4 has no such parameter (it takes "
+                      "dbg_enabled, info_enabled): leave it out, or pin a release that has it (2.4.1, 2.4.2, 2.4.3, "
+                      "2.4.4, 2.5, 2.5.1, 2.5.2, 2.6)"]
+    assert errors_of("gdrcopy", gdrcopy_version="2.4", gdrcopy_module_params={"dbg_enabled": 1}) == []
+
+
+def test_the_options_a_loaded_gdrdrv_should_show_are_the_releases_defaults_under_the_users():
+    assert check("gdrcopy")[3]["gdrdrv_params"] == {"dbg_enabled": 0, "info_enabled": 0, "use_persistent_mapping": 1}
+    assert check("gdrcopy", gdrcopy_version="2.4.4", gdrcopy_module_params={"info_enabled": 1})[3][
+        "gdrdrv_params"] == {"dbg_enabled": 0, "info_enabled": 1, "use_persistent_mapping": 0}
+    # a release outside the table (its own tarball): its parameters are unknown, so only what was set is compared
+    own = check("gdrcopy", gdrcopy_version="2.7", gdrcopy_source_url="https://example.org/g.tar.gz",
+                gdrcopy_source_sha256="a" * 64, gdrcopy_module_params={"use_persistent_mapping": 0})
+    assert own[1] == [] and own[3]["gdrdrv_params"] == {"use_persistent_mapping": 0}
+
+
+def test_a_release_row_names_its_gdrdrv_parameters_with_integer_defaults():
+    row = dict(SHIPPED["releases"]["2.6"], tag="v2.7")
+    assert errors_of("gdrcopy", gdrcopy_releases={"2.7": dict(row, gdrdrv_params={"Bad-Name": 0})}) == [
+        'gdrcopy_releases["2.7"].gdrdrv_params: "Bad-Name" is not a module parameter name (lowercase letters, '
+        "digits, _)"]
+    assert "must be the parameter's default, an int" in errors_of(
+        "gdrcopy", gdrcopy_releases={"2.7": dict(row, gdrdrv_params={"dbg_enabled": "0"})})[0]
+    missing = dict(row)
+    del missing["gdrdrv_params"]
+    assert "it lacks gdrdrv_params" in errors_of("gdrcopy", gdrcopy_releases={"2.7": missing})[0]
+
+
 def test_40_cyrillic_characters_and_a_plus_are_a_common_name():
     assert errors_of("mok_signing", mok_signing_key_cn="Ж" * 40) == []
     assert errors_of("mok_signing", mok_signing_key_cn="a+b") == []
@@ -239,9 +269,10 @@ def assert_harmless(name, value, normalised):
     assert not any(I._CONTROL.search(text) for text in strings(value)), (name, value)  # no newline, NUL, ...
     kind = I.KINDS[role_of(name)][name]
     if name == "gdrcopy_version":
+        # it names directories (the prefix, the build tree), never a line of modprobe.d: that file changes only
+        # with an option
         conf = render("modprobe-gdrdrv.conf.j2", normalised)
-        directives = [line.split()[0] for line in conf.splitlines() if line and not line.startswith("#")]
-        assert directives == ["options", "install", "remove"], conf
+        assert conf == render("modprobe-gdrdrv.conf.j2", dict(normalised, gdrcopy_version="2.6"))
         assert shell_word(value) and re.fullmatch(r"[0-9.]+", value)
     elif name == "gdrcopy_chain_modules":
         unit = render("gdrcopy.service.j2", normalised)

@@ -56,6 +56,8 @@ SKIP_CONVERGED = {"nvidia_peermem": " | gpufleet.gdrcopy.skip_converged(groups)"
 DOCUMENTED_TAGS = (
     "v2.3", "v2.3.1", "v2.4", "v2.4.1", "v2.4.2", "v2.4.3", "v2.4.4", "v2.5", "v2.5.1", "v2.5.2", "v2.6",
 )
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_inputs import version_key  # noqa: E402
+
 EXPECTED_ROWS = {
     "2.6": {
         "tag": "v2.6",
@@ -64,6 +66,7 @@ EXPECTED_ROWS = {
         "url": "https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v2.6.tar.gz",
         "top_dir": "gdrcopy-2.6",
         "tests": ["gdrcopy_sanity", "gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf", "gdrcopy_pplat"],
+        "gdrdrv_params": {"dbg_enabled": 0, "info_enabled": 0, "use_persistent_mapping": 1},
     },
     "2.3.1": {
         "tag": "v2.3.1",
@@ -72,6 +75,7 @@ EXPECTED_ROWS = {
         "url": "https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v2.3.1.tar.gz",
         "top_dir": "gdrcopy-2.3.1",
         "tests": ["sanity", "copybw", "copylat", "apiperf"],
+        "gdrdrv_params": {"dbg_enabled": 0, "info_enabled": 0},
     },
 }
 
@@ -281,6 +285,25 @@ def test_release_rows_are_well_formed(releases):
         legacy = version == "2.3" or version.startswith("2.3.")
         expected = EXPECTED_ROWS["2.3.1" if legacy else "2.6"]["tests"]
         assert row["tests"] == expected, f"{version}: test programs"
+        # module_param() in each tag's src/gdrdrv/gdrdrv.c: use_persistent_mapping from 2.4.1, default 1 from 2.5
+        params = {"dbg_enabled": 0, "info_enabled": 0}
+        if version_key(version) >= (2, 4, 1):
+            params["use_persistent_mapping"] = int(version_key(version) >= (2, 5))
+        assert row["gdrdrv_params"] == params, f"{version}: gdrdrv parameters"
+
+
+def test_the_fixture_gdrdrv_takes_the_parameters_of_the_release_it_claims(releases):
+    """The CI source tree is 2.6 by its gdrdrv.h: its module_param() lines and their defaults are 2.6's row."""
+    gdrdrv = ROOT / "tests" / "fixtures" / "gdrcopy-src" / "src" / "gdrdrv"
+    header = (gdrdrv / "gdrdrv.h").read_text(encoding="utf-8")
+    claimed = "%s.%s" % tuple(re.search(r"^#define GDRDRV_%s_VERSION ([0-9]+)$" % part, header, re.M).group(1)
+                              for part in ("MAJOR", "MINOR"))
+    source = (gdrdrv / "gdrdrv.c").read_text(encoding="utf-8")
+    defaults = {}
+    for name in re.findall(r"^module_param\((\w+),", source, re.M):
+        initial = re.search(r"^static int %s(?: = (-?[0-9]+))?;" % name, source, re.M)
+        defaults[name] = int(initial.group(1) or 0)  # a static int without an initialiser is 0
+    assert claimed == "2.6" and defaults == releases["releases"][claimed]["gdrdrv_params"]
 
 
 def test_release_commits_and_checksums_are_unique(releases):

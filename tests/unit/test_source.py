@@ -166,7 +166,7 @@ def test_a_release_added_with_gdrcopy_releases_is_pinned_like_a_shipped_one(tmp_
     tarball.parent.mkdir()
     sha = make_tarball(tarball, "2.7")
     row = {"tag": "v2.7", "commit": "a" * 40, "sha256": sha, "url": tarball.as_uri(), "top_dir": "gdrcopy-2.7",
-           "tests": ["gdrcopy_sanity"]}
+           "tests": ["gdrcopy_sanity"], "gdrdrv_params": {"dbg_enabled": 0, "info_enabled": 0}}
     rc, out, src = run(tmp_path, gdrcopy_version="2.7", gdrcopy_releases={"2.7": row})
     assert rc == 0, out
     assert src["sha256"] == sha and src["id"] == f"2.7-{sha[:12]}"
