@@ -9,8 +9,8 @@ TIMED := tests/harness/timed.sh
 SCENARIO ?= default
 # The scenarios `make test` runs, in order (each builds on the cached VM image). `make test-all` adds the image
 # scenario (golden image + kernel hook), which would take CI past its 90 minutes.
-SCENARIOS ?= default secureboot
-SCENARIOS_ALL := default secureboot image
+SCENARIOS ?= default secureboot lifecycle
+SCENARIOS_ALL := default secureboot lifecycle image
 
 .PHONY: help setup setup-vm test test-all lint unit coverage collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host
 
@@ -78,7 +78,7 @@ unit: setup
 COVERED = $(subst $(space),$(comma),$(addprefix */plugins/,module_utils/gdrcopy_pipeline.py modules/gdrcopy_build.py \
 	module_utils/gdrcopy_load.py modules/gdrcopy_load.py module_utils/gdrcopy_plan.py modules/gdrcopy_verify.py \
 	module_utils/gdrcopy_mok.py modules/gdrcopy_mok.py module_utils/gdrcopy_fileops.py modules/gdrcopy_files.py \
-	module_utils/gdrcopy_peermem.py modules/gdrcopy_peermem.py module_utils/gdrcopy_fleet.py))
+	module_utils/gdrcopy_peermem.py modules/gdrcopy_peermem.py module_utils/gdrcopy_fleet.py module_utils/gdrcopy_uninstall.py))
 space := $(subst ,, )
 comma := ,
 coverage: setup
@@ -86,7 +86,7 @@ coverage: setup
 	coverage run --data-file=.cache/coverage --include='$(COVERED)' -m pytest -q -p no:cacheprovider \
 	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py tests/unit/test_load_module.py \
 	  tests/unit/test_plan.py tests/unit/test_verify_module.py tests/unit/test_mok_module.py \
-	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py
+	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py tests/unit/test_uninstall.py
 	coverage report --data-file=.cache/coverage --show-missing --fail-under=90
 
 # The artifact: built, installed into an empty collections path and run from outside the checkout

@@ -73,7 +73,7 @@ class ActionModule(ActionBase):
                 return self._refuse(result, role, ["mok_signing_controller_cert %s cannot be read on the controller: %s"
                                                    % (cert, err.strerror or err)])
         result.update(normalised)
-        result["digest"] = I.digest(normalised, options, leave_out=("gdrcopy_fast_rerun",), files=files)
+        result["digest"] = I.digest(normalised, options, leave_out=I.NOT_STATE, files=files)
         result["concerns"] = concerns
         if "releases" in context:
             result["release_table"] = context["releases"]

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 gdrcopy-ansible contributors
-"""The helpers option of the modules that write the programs their role runs (gdrcopy_build, gdrcopy_mok); its
-argument spec is module_utils/gdrcopy_fileops.HELPERS_SPEC."""
+"""The helpers and packages options of the modules that write the programs their role runs (gdrcopy_build,
+gdrcopy_mok); their argument specs are module_utils/gdrcopy_fileops.HELPERS_SPEC and PACKAGES_SPEC."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -33,4 +33,12 @@ options:
         description: Octal permission bits, as a string.
         type: str
         default: "0755"
+  packages:
+    description:
+      - The packages the role's package task installed in this run because the host lacked them. They are added to
+        the record on the host (C(/var/lib/gdrcopy-ansible/packages.json)) before anything else, so that
+        M(gpufleet.gdrcopy.gdrcopy_uninstall) removes them, and only them, again.
+    type: list
+    elements: str
+    default: []
 """

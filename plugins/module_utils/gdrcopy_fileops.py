@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import grp
+import json
 import os
 import re
 import stat
@@ -18,7 +19,7 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import GROUP_NAME_RE, point_link
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import GROUP_NAME_RE, PATHS, point_link
 
 MODE_RE = re.compile(r"^0?[0-7]{3}\Z")  # an octal mode as the roles write it ("0644")
 # The helpers option (documented in plugins/doc_fragments/helpers.py): the programs a role runs, written by the
@@ -90,6 +91,34 @@ def ensure_helpers(module, helpers, check_mode=False, option="helpers"):
             raise ValueError("%s: %s wants an absolute path and an octal mode such as 0755" % (option, dest))
     return [h["dest"] for h in helpers or []
             if ensure(module, h["dest"], h["content"].encode("utf-8"), int(h.get("mode") or "0755", 8), check_mode)]
+
+
+# --- the packages the roles installed (gdrcopy_build and gdrcopy_mok record them; gdrcopy_uninstall reads them) ---
+PACKAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+._-]{0,127}\Z")  # Debian's and RPM's package names, lower case
+PACKAGES_SPEC = dict(type="list", elements="str", default=[])
+
+
+def read_packages(path=PATHS["packages_record"]):
+    """The package names the record holds, sorted ([] when it is missing or unreadable; bad names are dropped)."""
+    try:
+        with open(path) as handle:
+            names = json.load(handle).get("installed", [])
+    except (IOError, OSError, ValueError, AttributeError):
+        return []
+    return sorted(set(n for n in names if isinstance(n, str) and PACKAGE_NAME_RE.match(n)))
+
+
+def record_packages(module, names, check_mode=False, path=PATHS["packages_record"]):
+    """Add names (packages a role's package task installed in this run because the host lacked them) to the record:
+    True when it changed. ValueError for a name that is no package name, before anything is written."""
+    bad = [n for n in names or [] if not PACKAGE_NAME_RE.match(n)]
+    if bad:
+        raise ValueError("packages: %r is no package name" % bad[0])
+    old = read_packages(path)
+    if not names or set(names) <= set(old):
+        return False
+    data = json.dumps({"installed": sorted(set(old) | set(names))}, indent=1, sort_keys=True) + "\n"
+    return ensure(module, path, data.encode("utf-8"), 0o644, check_mode)
 
 
 # --- a role's files (gdrcopy_files, and gdrcopy_build after its install; documented in doc_fragments/files.py) ------

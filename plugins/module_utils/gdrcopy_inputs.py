@@ -407,6 +407,10 @@ KINDS = {
         "gdrcopy_verify_gpu_id": integer(0, 1023),
         "gdrcopy_verify_timeout": integer(1, 86400),
         "gdrcopy_fast_rerun": boolean,
+        "gdrcopy_uninstall_group": boolean,
+        "gdrcopy_uninstall_key": boolean,
+        "gdrcopy_uninstall_key_dir": node_path(not_under=_SYSTEM),
+        "gdrcopy_uninstall_packages": boolean,
     },
     "mok_signing": {
         "mok_signing_enabled": boolean,
@@ -592,6 +596,12 @@ def check_role(role, options, values, shipped_releases=None):
         context["gdrdrv_params"] = gdrdrv_params(normalised, context["releases"].get(normalised["gdrcopy_version"], {}))
     concerns = [] if errors else CONCERNS.get(role, lambda v, c: [])(normalised, context)
     return normalised, errors, concerns, context
+
+
+# Inputs that change no state site.yml leaves (the fast-rerun switch, what playbooks/uninstall.yml removes): out of
+# the digest, so that setting one does not make a converged host run every step.
+NOT_STATE = ("gdrcopy_fast_rerun", "gdrcopy_uninstall_group", "gdrcopy_uninstall_key", "gdrcopy_uninstall_key_dir",
+             "gdrcopy_uninstall_packages")
 
 
 def digest(normalised, options, leave_out=(), files=None):

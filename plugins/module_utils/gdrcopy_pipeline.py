@@ -48,6 +48,7 @@ PATHS = {
     "mok_signer": STATE_DIR + "/mok-signer.der",          # the link to the certificate that signs (mok_signing)
     "driver_record": DRIVER_RECORD,                       # the last install's driver options (gdrcopy_build)
     "hook_status": HOOK_STATUS,                           # the outcome of the kernel hook's last call
+    "packages_record": STATE_DIR + "/packages.json",      # the packages the roles installed (gdrcopy_uninstall)
     "smoke_program": LIBEXEC + "/gdrcopy-smoke",
     "mknod_program": LIBEXEC + "/gdrdrv-mknod",
     "module_subdir": MODULE_SUBDIR,                       # where gdrdrv goes under /lib/modules/<kernel>/

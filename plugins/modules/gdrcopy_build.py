@@ -239,6 +239,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+packages_recorded:
+  description: Whether O(packages) added names to the record of the packages the roles installed.
+  returned: always
+  type: bool
 lib:
   description: What happened to the library (null without O(lib)).
   returned: always
@@ -393,6 +397,7 @@ ARGUMENT_SPEC = dict(
     driver=dict(type="dict", options=DRIVER_OPTIONS),
     lib=dict(type="dict", options=LIB_OPTIONS),
     helpers=HELPERS_SPEC,
+    packages=FO.PACKAGES_SPEC,
     files=FO.FILES_SPEC,
     groups=FO.GROUPS_SPEC,
     install=dict(type="bool", default=True),
@@ -565,10 +570,16 @@ def with_helpers(result, helpers):
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
+        recorded = FO.record_packages(module, module.params["packages"], module.check_mode)
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    try:
         result, error = build(module.params, check=module.check_mode, module=module)
     except P.PipelineError as e:
         module.fail_json(msg=str(e))
     diff = result.pop("diff", [])
+    result["packages_recorded"] = recorded
+    result["changed"] = result.get("changed", False) or recorded
     if module._diff:
         result["diff"] = diff
     if error:

@@ -169,7 +169,8 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_co
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import HELPERS_SPEC, ensure, ensure_helpers
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import (
+    HELPERS_SPEC, PACKAGES_SPEC, ensure, ensure_helpers, record_packages)
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS, PipelineError, point_link
 
 DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
@@ -185,6 +186,7 @@ ARGUMENT_SPEC = dict(
     key_days=dict(type="int", default=36500, no_log=False),
     keygen=dict(type="path", no_log=False),
     helpers=HELPERS_SPEC,
+    packages=PACKAGES_SPEC,
     # the action plugin puts the files' content here, base64-encoded
     controller_cert=dict(type="str", default=""),
     controller_key=dict(type="str", default="", no_log=True),
@@ -288,6 +290,8 @@ def run(module, p, h=None):
         raise Failed(why)
     changes = []
     try:
+        if record_packages(module, p.get("packages"), module.check_mode):
+            changes.append("recorded the packages installed: " + ", ".join(p["packages"]))
         changes += ["wrote " + dest for dest in ensure_helpers(module, p.get("helpers"), module.check_mode)]
     except ValueError as e:
         raise Failed(str(e))

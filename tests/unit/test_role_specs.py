@@ -18,7 +18,8 @@ ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
 
 # Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
 EXPORTS = {
-    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused"},
+    "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused",
+                "gdrcopy_uninstalled"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
                     "mok_signing_sign_command"},
@@ -36,6 +37,8 @@ PLAYBOOK_EXPORTS = {
     "nvidia_peermem": {"gdrcopy_chain_modules"},
     "verify": {"gdrcopy_verify"},
     "status": {"gdrcopy_status"},
+    # The uninstall play hands the gdrcopy role the mok_signing role's key directory.
+    "uninstall": {"gdrcopy_uninstall_key_dir"},
 }
 # site.yml order: (playbook, tag); the role plays apply the role of the same name.
 SITE_ORDER = (
