@@ -185,6 +185,6 @@ def from_read(read, smoke=None, tests=None):
     """The verification of a host from this run's read of it (a converged host): nothing is read again."""
     smoke = smoke if smoke is not None else read.get("smoke") or {}
     tests = tests if tests is not None else read.get("tests") or {}
-    result = dict(read, smoke=smoke, tests=tests, record_written=False, changed=False)
+    result = dict(read, smoke=smoke, tests=tests, record_written=False, reboot_flag=False, changed=False)
     result["problems"] = problems(smoke, tests, read.get("gdrdrv") or {})
     return result

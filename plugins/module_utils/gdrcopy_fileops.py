@@ -121,6 +121,47 @@ def record_packages(module, names, check_mode=False, path=PATHS["packages_record
     return ensure(module, path, data.encode("utf-8"), 0o644, check_mode)
 
 
+# --- Debian's reboot flag (gdrcopy_verify after a run, gdrcopy_uninstall) ---------------------------------------
+REBOOT_FLAG = "/run/reboot-required"  # Debian's convention: unattended-upgrades, needrestart and motd read it
+REBOOT_PKGS = REBOOT_FLAG + ".pkgs"   # one line per package (here: the project) that asks for the reboot
+REBOOT_TEXT = b"*** System restart required ***\n"
+REBOOT_NAME = "gdrcopy-ansible"
+
+
+def reboot_flag(module, required, check_mode=False, root="/"):
+    """Say on a Debian system whether this project needs a reboot: required adds REBOOT_NAME to REBOOT_PKGS and
+    makes REBOOT_FLAG; not required takes the name out again, and removes both files when no other package is
+    named there (a flag another package set stays). Nothing elsewhere (no /run, not Debian): False. True when it
+    changed (in check mode, would change)."""
+    run, flag, pkgs = (os.path.join(root, p.lstrip("/")) for p in ("/run", REBOOT_FLAG, REBOOT_PKGS))
+    if not os.path.isdir(run) or not os.path.exists(os.path.join(root, "etc/debian_version")):
+        return False
+    try:
+        with open(pkgs) as handle:
+            names = [line.strip() for line in handle if line.strip()]
+    except (IOError, OSError):
+        names = []
+    if required:
+        changed = REBOOT_NAME not in names or not os.path.exists(flag)
+        if changed and not check_mode:
+            if REBOOT_NAME not in names:
+                put(module, pkgs, "".join(n + "\n" for n in names + [REBOOT_NAME]).encode(), 0o644)
+            if not os.path.exists(flag):
+                put(module, flag, REBOOT_TEXT, 0o644)
+        return changed
+    if REBOOT_NAME not in names:
+        return False
+    if not check_mode:
+        others = [n for n in names if n != REBOOT_NAME]
+        if others:
+            put(module, pkgs, "".join(n + "\n" for n in others).encode(), 0o644)
+        else:
+            os.unlink(pkgs)
+            if os.path.exists(flag) and current(flag)[0] == REBOOT_TEXT:
+                os.unlink(flag)
+    return True
+
+
 # --- a role's files (gdrcopy_files, and gdrcopy_build after its install; documented in doc_fragments/files.py) ------
 
 FILE_OPTIONS = dict(

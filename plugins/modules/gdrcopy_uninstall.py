@@ -106,7 +106,8 @@ depmod:
   type: list
   elements: str
 ran:
-  description: The other commands run - C(stop) (the boot unit), C(ldconfig), C(daemon-reload).
+  description: The other steps taken - C(stop) (the boot unit), C(reboot-flag) (C(/run/reboot-required) written or
+    cleared, on Debian), C(ldconfig), C(daemon-reload).
   returned: always
   type: list
   elements: str
@@ -131,6 +132,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_uninstall as U
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
@@ -251,6 +253,9 @@ def uninstall(module, params, root="/"):
             result["ran"].append("stop")
         if is_live:
             unload(module, result, check)
+            # Debian's /run/reboot-required names the project while the held gdrdrv waits for a reboot, else not
+            if FO.reboot_flag(module, result["pending"], check):
+                result["ran"].append("reboot-flag")
         result["removed"] += (found["files"] + found["dirs"]) if check else U.remove(root, found)
         if found["kernels"]:
             depmod = module.get_bin_path("depmod", required=True, opt_dirs=["/sbin", "/usr/sbin"])
@@ -272,7 +277,7 @@ def uninstall(module, params, root="/"):
         result["changed"] = True
         raise U.UninstallError(str(err), result)
     result["changed"] = bool(result["removed"] or result["unloaded"] or result["group"] == "removed"
-                             or result["packages"]["removed"])
+                             or result["packages"]["removed"] or "reboot-flag" in result["ran"])
     kept = result["foreign"] + result["packages"]["kept"]
     if kept and not result["msg"]:
         result["msg"] = "kept: %s (%s)" % (", ".join(kept), "not written by gdrcopy-ansible, or needed by another "

@@ -87,6 +87,14 @@ options:
     description: Write the record of the verified state when RV(problems) and the blockers are empty (needs O(inputs)).
     type: bool
     default: false
+  reboot_required:
+    description:
+      - Whether the run leaves something that only a reboot completes (a gdrdrv reload that is pending, a MOK
+        enrollment). On a running Debian system the project's name is added to C(/run/reboot-required.pkgs) and
+        C(/run/reboot-required) is made (the flag unattended-upgrades, needrestart and the motd read); when false,
+        the name is taken out again, and both files go when no other package is named there.
+    type: bool
+    default: false
   nvidia_src_dir:
     description: As M(gpufleet.gdrcopy.gdrcopy_info)'s, so that the gdrcopy role's plan can use this result instead of
       reading the host again.
@@ -172,6 +180,10 @@ record_written:
   description: Whether the record was written (it changed).
   returned: always
   type: bool
+reboot_flag:
+  description: Whether C(/run/reboot-required) was written or cleared for this project (Debian, O(reboot_required)).
+  returned: always
+  type: bool
 ansible_facts:
   description: The OS facts the roles read (as M(gpufleet.gdrcopy.gdrcopy_info) returns them), so no setup task runs.
   returned: always
@@ -185,7 +197,7 @@ from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import ensure, reboot_flag
 
 ARGUMENT_SPEC = dict(
     build_root=dict(type="path", default="/var/lib/gdrcopy-ansible/build"),
@@ -203,6 +215,7 @@ ARGUMENT_SPEC = dict(
     watch=dict(type="list", elements="str", default=[]),
     kernels=dict(type="list", elements="str", default=[]),
     write_record=dict(type="bool", default=False),
+    reboot_required=dict(type="bool", default=False),
     nvidia_src_dir=dict(type="path"),
     groups=dict(type="list", elements="str", default=[]),
     packages=dict(type="list", elements="str", default=[]),
@@ -242,6 +255,9 @@ def verify(module, params, host=None):
         result["record_written"] = result["changed"] = changed
         if changed and module._diff:
             result["diff"] = {"before_header": C.RECORD_PATH, "after_header": C.RECORD_PATH, "after": text}
+    required = params.get("reboot_required", False)
+    result["reboot_flag"] = bool(h.live and reboot_flag(module, required, module.check_mode, root=h.root))
+    result["changed"] = result["changed"] or result["reboot_flag"]
     return result
 
 

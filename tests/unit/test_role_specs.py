@@ -383,3 +383,16 @@ def test_a_role_whose_inputs_a_play_hands_over_validates_in_its_own_play():
         if inputs & handed:
             assert "when" not in check and "ansible.builtin.import_tasks" in check, (role, inputs & handed, check)
     assert {"gdrcopy_chain_modules", "gdrcopy_sign_command"} <= handed
+
+
+ROLLING = {"serial": "{{ gdrcopy_serial | default(0) | gpufleet.gdrcopy.batches }}",
+           "max_fail_percentage": "{{ gdrcopy_max_fail_percentage | default(100) | gpufleet.gdrcopy.fail_percentage }}"}
+
+
+@pytest.mark.parametrize("playbook", [name for name, _ in SITE_ORDER] + ["uninstall"])
+def test_every_play_that_changes_hosts_runs_in_the_rolling_batches(playbook):
+    """Preflight and status change nothing on a host and see the whole fleet at once; every other play takes its
+    batches from gdrcopy_serial and stops the rollout past gdrcopy_max_fail_percentage (plugins/filter/)."""
+    play = load(ROOT / "playbooks" / f"{playbook}.yml")[0]
+    wanted = {} if playbook in ("preflight", "status") else ROLLING
+    assert {k: play[k] for k in ROLLING if k in play} == wanted
