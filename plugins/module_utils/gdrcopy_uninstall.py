@@ -3,8 +3,9 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """What an uninstall removes, and the removal itself, under a root (/ on a host; a temporary tree in the tests).
 
-    plan (reads only) -> unload gdrdrv when nothing holds it -> remove the files and directories -> prune the
-    parents they emptied -> depmod / ldconfig / daemon-reload -> the group -> the packages the roles installed
+    plan (reads only) -> unload gdrdrv when nothing holds it -> the packages the roles installed (their record is
+    in the state directory) -> remove the files and directories -> prune the parents they emptied -> depmod /
+    ldconfig / daemon-reload -> the group
 
 The places come from the one table (gdrcopy_pipeline.PATHS, gdrcopy_converged.MANAGED_PATHS) and from the roles'
 inputs (the install prefix, the build root, the key directory), so whatever a run of site.yml may write is found

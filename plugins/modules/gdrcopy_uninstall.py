@@ -160,15 +160,21 @@ def live(image):
     return not image and not in_chroot()
 
 
-def unload(module, result, check):
-    """rmmod gdrdrv when it is loaded and nothing holds it, then the node; else pending."""
-    if not os.path.isdir("/sys/module/gdrdrv"):
+def unload(module, result, check, sysfs="/sys/module/gdrdrv", device=U.DEVICE):
+    """rmmod gdrdrv when it is loaded and nothing holds it, then the node; else (held, or taken between the read and
+    rmmod) pending."""
+    if not os.path.isdir(sysfs):
         return
     try:
-        with open("/sys/module/gdrdrv/refcnt") as handle:
+        with open(sysfs + "/refcnt") as handle:
             refcount = int(handle.read().strip() or "0")
     except (IOError, OSError, ValueError):
         refcount = -1
+    if refcount == 0 and not check:
+        rc, out, err = module.run_command(
+            [module.get_bin_path("rmmod", required=True, opt_dirs=["/sbin", "/usr/sbin"]), "gdrdrv"])
+        if rc != 0:  # a program opened /dev/gdrdrv since the read: the same as held
+            refcount = -1
     if refcount != 0:
         result["pending"] = True
         result["msg"] = ("gdrdrv stays loaded until the next boot: %s holds it; its files are gone, so nothing loads "
@@ -176,12 +182,10 @@ def unload(module, result, check):
                          % ("%d open handle(s) on /dev/gdrdrv" % refcount if refcount > 0 else "something"))
         return
     result["unloaded"] = True
-    if not check:
-        command(module, [module.get_bin_path("rmmod", required=True, opt_dirs=["/sbin", "/usr/sbin"]), "gdrdrv"],
-                "rmmod gdrdrv")
-        if os.path.lexists(U.DEVICE):
-            os.unlink(U.DEVICE)
-    result["removed"].append(U.DEVICE)
+    if os.path.lexists(device):
+        if not check:
+            os.unlink(device)
+        result["removed"].append(device)
 
 
 def remove_group(module, name, check):
@@ -256,6 +260,9 @@ def uninstall(module, params, root="/"):
             # Debian's /run/reboot-required names the project while the held gdrdrv waits for a reboot, else not
             if FO.reboot_flag(module, result["pending"], check):
                 result["ran"].append("reboot-flag")
+        # the packages first: their record is in the state directory, which goes next (a failed purge, say with
+        # dpkg's lock held, leaves the record for the next run)
+        result["packages"] = remove_packages(module, recorded, check)
         result["removed"] += (found["files"] + found["dirs"]) if check else U.remove(root, found)
         if found["kernels"]:
             depmod = module.get_bin_path("depmod", required=True, opt_dirs=["/sbin", "/usr/sbin"])
@@ -272,7 +279,6 @@ def uninstall(module, params, root="/"):
                 command(module, [module.get_bin_path("systemctl", required=True), "daemon-reload"], "")
             result["ran"].append("daemon-reload")
         result["group"] = remove_group(module, params["group"], check)
-        result["packages"] = remove_packages(module, recorded, check)
     except (U.UninstallError, IOError, OSError) as err:
         result["changed"] = True
         raise U.UninstallError(str(err), result)

@@ -200,3 +200,52 @@ def test_a_package_that_another_one_needs_is_kept_and_the_rest_go():
     wanted = ["build-essential", "dpkg-dev", "tcl-dev", "tcl8.6-dev", "tk-dev", "tk8.6-dev", "xz-utils"]
     answers.update((n, "Purg %s [1]\n" % n) for n in wanted if n not in answers)
     assert U.removable(wanted, simulate) == (wanted, [])
+
+
+class RmmodModule:
+    """What unload() asks of AnsibleModule: where rmmod is, and running it (rc as the kernel would answer)."""
+
+    def __init__(self, rc):
+        self.rc, self.calls = rc, []
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return "/sbin/" + name
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return self.rc, "", "rmmod: ERROR: Module gdrdrv is in use" if self.rc else ""
+
+
+def result():
+    return {"removed": [], "pending": False, "unloaded": False, "msg": ""}
+
+
+def sysfs(tmp_path, refcnt):
+    d = tmp_path / "sys" / "module" / "gdrdrv"
+    d.mkdir(parents=True)
+    (d / "refcnt").write_text(refcnt + "\n")
+    return str(d)
+
+
+@pytest.mark.parametrize("refcnt, rc, pending, calls", [
+    ("0", 0, False, 1),   # free: unloaded
+    ("2", 0, True, 0),    # held: never offered to rmmod, pending
+    ("0", 1, True, 1),    # opened between the read and rmmod: pending, not a failure
+])
+def test_gdrdrv_is_unloaded_only_when_free_and_a_lost_race_is_pending(tmp_path, refcnt, rc, pending, calls):
+    from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_uninstall as M
+    module, out, node = RmmodModule(rc), result(), tmp_path / "gdrdrv"
+    node.write_text("")  # stands for /dev/gdrdrv
+    M.unload(module, out, check=False, sysfs=sysfs(tmp_path, refcnt), device=str(node))
+    assert (out["pending"], out["unloaded"], len(module.calls)) == (pending, not pending, calls)
+    assert ("stays loaded until the next boot" in out["msg"]) is pending
+    assert node.exists() is pending and out["removed"] == ([] if pending else [str(node)])
+
+
+def test_check_mode_offers_nothing_to_the_kernel(tmp_path):
+    from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_uninstall as M
+    module, out = RmmodModule(0), result()
+    M.unload(module, out, check=True, sysfs=sysfs(tmp_path, "0"), device=str(tmp_path / "no-node"))
+    assert (out["unloaded"], module.calls, out["removed"]) == (True, [], [])
+    M.unload(module, result(), check=False, sysfs=str(tmp_path / "not-loaded"))
+    assert module.calls == []
