@@ -64,10 +64,6 @@ def _seen(root, full):
     return full if root == "/" else "/" + os.path.relpath(full, root)
 
 
-def _lexists(root, path):
-    return os.path.lexists(_under(root, path))
-
-
 def ours(root, path):
     """Whether a regular file at path was written by this project (its first 200 bytes carry MARKER)."""
     try:

@@ -239,15 +239,15 @@ def remove_packages(module, names, check):
     return out
 
 
-def uninstall(module, params, root="/"):
+def uninstall(module, params):
     check, is_live = module.check_mode, live(params["image"])
     result = {"changed": False, "removed": [], "foreign": [], "kept": [], "unloaded": False, "pending": False,
               "depmod": [], "ran": [], "group": "kept", "packages": {"removed": [], "kept": [], "manager": "apt"},
               "msg": ""}
-    found = U.plan(root, params["prefix"], params["build_root"], params["key_dir"], params["keep_key"])
-    recorded = U.read_record(root) if params["packages"] else []
+    found = U.plan("/", params["prefix"], params["build_root"], params["key_dir"], params["keep_key"])
+    recorded = U.read_record("/") if params["packages"] else []
     result["foreign"] = found["foreign"]
-    if params["keep_key"] and os.path.isdir(U._under(root, params["key_dir"])):
+    if params["keep_key"] and os.path.isdir(params["key_dir"]):
         result["kept"].append(params["key_dir"].rstrip("/"))
     try:
         if is_live and found["unit"] and os.path.isdir("/run/systemd/system"):
@@ -263,7 +263,7 @@ def uninstall(module, params, root="/"):
         # the packages first: their record is in the state directory, which goes next (a failed purge, say with
         # dpkg's lock held, leaves the record for the next run)
         result["packages"] = remove_packages(module, recorded, check)
-        result["removed"] += (found["files"] + found["dirs"]) if check else U.remove(root, found)
+        result["removed"] += (found["files"] + found["dirs"]) if check else U.remove("/", found)
         if found["kernels"]:
             depmod = module.get_bin_path("depmod", required=True, opt_dirs=["/sbin", "/usr/sbin"])
             for release in found["kernels"]:

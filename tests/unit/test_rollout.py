@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.gdrcopy.plugins.filter.batches import batches
 from ansible_collections.gpufleet.gdrcopy.plugins.filter.fail_percentage import fail_percentage
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
-from conftest import COLLECTIONS, REPO
+from conftest import COLLECTIONS, REPO, StubModule as Module
 
 
 @pytest.mark.parametrize("value, serial", [
@@ -41,11 +41,6 @@ def test_fail_percentages(value, pct):
 def test_a_bad_fail_percentage_is_refused_by_name(value):
     with pytest.raises(AnsibleFilterError, match="^gdrcopy_max_fail_percentage must be a whole number from 0 to 100"):
         fail_percentage(value)
-
-
-class Module:
-    def atomic_move(self, src, dest):
-        os.rename(src, dest)
 
 
 def flag_root(tmp_path, debian=True, pkgs=None, flag=None):

@@ -12,19 +12,14 @@ import pytest
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_uninstall as U
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
-from conftest import FIXTURES
+from conftest import FIXTURES, StubModule
 from test_converged import destinations, resolve
+from test_gdrcopy_info import write
 
 KERNELS = ("6.1.0-44-amd64", "6.1.0-47-amd64")
 GONE = "6.1.0-40-amd64"  # a kernel removed since: only the gdrdrv the roles installed is left of it
 PREFIX, BUILD, KEYS = "/opt/gdrcopy", PATHS["state_dir"] + "/build", PATHS["state_dir"] + "/mok"
 HEADER = "# Ansible managed (gdrcopy-ansible, role gdrcopy): changes here are overwritten by the next run.\n"
-
-
-def write(root, path, body=""):
-    full = Path(root, path.lstrip("/"))
-    full.parent.mkdir(parents=True, exist_ok=True)
-    full.write_bytes(body if isinstance(body, bytes) else body.encode())
 
 
 def link(root, path, target):
@@ -152,12 +147,7 @@ def test_a_custom_prefix_and_build_root_are_found_and_only_our_releases_under_it
 
 
 def test_the_packages_record_keeps_every_name_once_and_refuses_bad_ones(tmp_path):
-    path = str(tmp_path / "packages.json")
-
-    class Module:
-        def atomic_move(self, src, dest):
-            os.rename(src, dest)
-
+    path, Module = str(tmp_path / "packages.json"), StubModule
     assert FO.record_packages(Module(), ["zstd"], path=path) is True
     assert FO.record_packages(Module(), ["zstd"], path=path) is False
     assert FO.record_packages(Module(), ["xz-utils", "linux-headers-6.1.0-47-amd64"], check_mode=True,
