@@ -53,11 +53,11 @@ def playbook(inventory, playbook_path, extra, logfile, allow_failure=False):
 
 
 def write_inventory(path, roots, group_vars):
-    lines = ["[targets]"] + [f"{r.parent.name} ansible_host={r} ansible_connection=community.general.chroot"
+    lines = ["[gpu_nodes]"] + [f"{r.parent.name} ansible_host={r} ansible_connection=community.general.chroot"
                              for r in roots]
     # The targets' own Python; delegated tasks keep the controller's (an extra var would override both).
     group_vars = dict({"ansible_python_interpreter": "auto_silent"}, **group_vars)
-    lines += ["", "[targets:vars]"] + [f"{k}={json.dumps(v)}" for k, v in group_vars.items()]
+    lines += ["", "[gpu_nodes:vars]"] + [f"{k}={json.dumps(v)}" for k, v in group_vars.items()]
     path.write_text("\n".join(lines) + "\n")
 
 

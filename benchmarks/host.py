@@ -154,7 +154,7 @@ class VM:
     def inventory(self, path):
         i = self.info
         path.write_text(
-            f"vm ansible_host={i['address']} ansible_port={i['port']} ansible_user={i['user']} "
+            f"[gpu_nodes]\nvm ansible_host={i['address']} ansible_port={i['port']} ansible_user={i['user']} "
             f"ansible_ssh_private_key_file={i['identity_file']} "
             f"ansible_ssh_common_args='-o UserKnownHostsFile={i['known_hosts']} -o IdentitiesOnly=yes'\n")
         return path

@@ -21,7 +21,7 @@ version_added: "0.1.0"
 author: gdrcopy-ansible contributors (@gpufleet)
 options:
   _input:
-    description: The play's host pattern (C(gdrcopy_hosts), default C(all)).
+    description: The play's host pattern (C(gdrcopy_hosts), default C(gpu_nodes)).
     type: str
     required: true
   groups:
@@ -36,7 +36,7 @@ options:
 
 EXAMPLES = r"""
 - name: Install gdrcopy
-  hosts: "{{ gdrcopy_hosts | default('all') | gpufleet.gdrcopy.skip_converged(groups) }}"
+  hosts: "{{ gdrcopy_hosts | default('gpu_nodes') | gpufleet.gdrcopy.skip_converged(groups) }}"
   roles:
     - gpufleet.gdrcopy.gdrcopy
 """

@@ -92,7 +92,8 @@ def main():
     if os.geteuid() != 0:
         print("  status and preflight against localhost left out: they need root (become)")
         return
-    local = ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % args.python]
+    local = ["-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % args.python,
+             "-e", "gdrcopy_hosts=localhost"]  # an inventory of one ungrouped host: name it (the default is gpu_nodes)
     rc, out = run([bindir / "ansible-playbook", *local, "%s.status" % FQCN, "-e",
                    "gdrcopy_report_dir=%s" % (work / "reports")], work, env)
     if rc or MISSING.search(out) or not (work / "reports" / "gdrcopy-report.json").is_file():

@@ -21,7 +21,7 @@ source_json=$(python3 tests/harness/pack_source.py --out "$demo/source")
 python3 - "$info" "$source_json" >"$demo/inventory.yml" <<'PY'
 import json, sys
 vm, src = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(json.dumps({"all": {
+print(json.dumps({"gpu_nodes": {
     "hosts": {"gdrcopy-demo": {
         "ansible_host": vm["address"], "ansible_port": vm["port"], "ansible_user": vm["user"],
         "ansible_ssh_private_key_file": vm["identity_file"],

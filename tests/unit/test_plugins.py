@@ -86,7 +86,7 @@ def test_an_image_host_without_community_general_stops_in_one_sentence(tmp_path)
     """Plain ansible-core (the collections path holds only this collection): preflight stops a chroot host before
     any task needs its connection, and says what to install."""
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text("image ansible_connection=community.general.chroot ansible_host=%s\n" % (tmp_path / "root"))
+    inventory.write_text("[gpu_nodes]\nimage ansible_connection=community.general.chroot ansible_host=%s\n" % (tmp_path / "root"))
     rc, out = ansible_playbook(tmp_path, REPO / "playbooks" / "preflight.yml", [COLLECTIONS],
                                "-i", str(inventory), "-e", json.dumps({"ansible_python_interpreter": sys.executable}))
     assert rc != 0, out
@@ -251,7 +251,7 @@ def test_the_site_plays_enter_the_roles_without_ansibles_argument_spec_task(tmp_
     """preflight checks every role's variables against its argument spec (gdrcopy_inputs): the role plays do not
     repeat that check (one task per role and host)."""
     rc, out = ansible_playbook(tmp_path, REPO / "site.yml", [COLLECTIONS, TEST_COLLECTIONS], "-i", "localhost,",
-                               "--list-tasks")
+                               "-e", "gdrcopy_hosts=localhost", "--list-tasks")
     assert rc == 0, out
     assert "Check and normalise the gdrcopy variables" in out, out
     assert "Validating arguments against arg spec" not in out, out

@@ -30,7 +30,7 @@ def test_preflight_stops_a_host_that_cannot_load_modules_and_changes_nothing(tmp
         pytest.skip("this controller can load kernel modules; molecule/image covers kernel.modules_disabled=1")
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
+    extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False, "gdrcopy_hosts": "localhost",
              "gdrcopy_cache_dir": str(tmp_path / "cache")}
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                         str(REPO / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],
@@ -48,7 +48,7 @@ def preflight_tasks(tmp_path, project=REPO, **extra_vars):
     env = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",  # a test collection (make setup unpacks it)
                ANSIBLE_COLLECTIONS_PATH="%s:%s" % (project / "collections", TEST_COLLECTIONS))
-    extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False,
+    extra = {"ansible_python_interpreter": sys.executable, "ansible_become": False, "gdrcopy_hosts": "localhost",
              "gdrcopy_cache_dir": str(tmp_path / "cache"), **extra_vars}
     r = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                         str(project / "playbooks" / "preflight.yml"), "-e", json.dumps(extra)],

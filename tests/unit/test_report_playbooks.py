@@ -13,7 +13,7 @@ from conftest import REPO
 
 def play(tmp_path, playbook, *args, **extra):
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text("this-host ansible_connection=local ansible_python_interpreter=%s ansible_become=false\n"
+    inventory.write_text("[gpu_nodes]\nthis-host ansible_connection=local ansible_python_interpreter=%s ansible_become=false\n"
                          % sys.executable)
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")

@@ -49,7 +49,7 @@ SITE_ORDER = (
     ("verify", "verify"),
     ("status", "status"),
 )
-HOSTS_EXPRESSION = "{{ gdrcopy_hosts | default('all') }}"
+HOSTS_EXPRESSION = "{{ gdrcopy_hosts | default('gpu_nodes') }}"
 # The plays that change things leave out the hosts preflight found converged (plugins/filter/skip_converged.py).
 SKIP_CONVERGED = {"nvidia_peermem": " | gpufleet.gdrcopy.skip_converged(groups)",
                   "mok_signing": " | gpufleet.gdrcopy.skip_converged(groups)",
