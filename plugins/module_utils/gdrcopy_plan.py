@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import time
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
@@ -28,8 +29,49 @@ def answered(query):
     return [r["item"] for r in (query or {}).get("results") or [] if r.get("rc") == 0 and "item" in r]
 
 
+_FIELD = re.compile(r"^(Version|Release)\s*:\s*(\S+)\s*$")
+
+
+def package_versions(text):
+    """Every version a package query lists, as (version to install, upstream version): one record per version, from
+    `apt-cache show` ("Version: 535.261.03-1~deb12u1": the Debian revision and any epoch are not upstream's) or from
+    `dnf --showduplicates info` ("Version : 535.261.03" and "Release : 1.el9": installed as version-release)."""
+    found = []
+    for record in re.split(r"\n\s*\n", text or ""):
+        fields = dict(m.groups() for m in map(_FIELD.match, record.splitlines()) if m)
+        if "Version" not in fields:
+            continue
+        if "Release" in fields:
+            found.append(("%s-%s" % (fields["Version"], fields["Release"]), fields["Version"]))
+        else:
+            full = fields["Version"]
+            found.append((full, full.split(":", 1)[-1].rsplit("-", 1)[0]))
+    return list(dict.fromkeys(found))
+
+
+def choose_source_package(source_query, candidates, driver_version):
+    """The first candidate (in the package table's order) the package manager has in the driver's version, as
+    (name, version to install); ("", "") when none is known at all; Blocked when some are known, none in that
+    version (installing one would build gdrdrv against the wrong nv-p2p.h)."""
+    listed = dict((r["item"], package_versions(r.get("stdout", ""))) for r in (source_query or {}).get("results") or []
+                  if r.get("rc") == 0 and "item" in r)
+    for name in candidates:
+        for full, upstream in listed.get(name, []):
+            if upstream == driver_version:
+                return name, full
+    if not listed:
+        return "", ""
+    raise Blocked(
+        "no NVIDIA kernel source package for driver %s: the package manager has %s. Install the driver and its source "
+        "from one release (or the source package in version %s by hand), or set gdrcopy_nvidia_src_dir to the "
+        "directory holding nv-p2p.h for it. Nothing was changed." % (
+            driver_version, "; ".join("%s %s" % (name, ", ".join(v for v, _ in listed[name]) or "(no version read)")
+                                      for name in candidates if name in listed), driver_version))
+
+
 def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package):
-    """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, notes}; Blocked otherwise."""
+    """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, nvidia_source_version,
+    notes}; Blocked otherwise."""
     notes = []
     system = info.get("os") or {}
     if system and system.get("os_family") not in OS_FAMILIES:
@@ -84,7 +126,8 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "headers, then run again." % (", ".join(skipped) or "no kernel is installed", headers_package))
     nvidia = info["nvidia"]
     match = nvidia.get("source_match") or {}
-    package = (answered(source_query) + [""])[0]
+    package, package_version = ("", "") if "dir" in match else choose_source_package(
+        source_query, source_candidates, nvidia.get("version") or "")
     if "dir" not in match and not package:
         raise Blocked(
             "%s%s. gdrdrv is built against the NVIDIA kernel source of the installed driver: install the "
@@ -100,4 +143,5 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "kernels): gdrdrv needs nvidia.ko to load. Install the NVIDIA driver first, or set gdrcopy_mode: image "
             "to build without loading.")
     return {"kernels": chosen, "kernels_skipped": skipped, "headers_to_install": installable, "nvidia": match,
-            "nvidia_source_package": package, "notes": notes, "planned": True}
+            "nvidia_source_package": package, "nvidia_source_version": package_version, "notes": notes,
+            "planned": True}

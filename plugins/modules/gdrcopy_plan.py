@@ -50,7 +50,9 @@ options:
     type: dict
     default: {}
   source_query:
-    description: The registered loop that asked the package manager for each NVIDIA source package candidate.
+    description: The registered loop that asked the package manager for every version of each NVIDIA source
+      package candidate (C(apt-cache show), C(dnf --showduplicates info)); the one in the driver's version is chosen
+      before anything is installed.
     type: dict
     default: {}
   source_candidates:
@@ -106,7 +108,13 @@ nvidia:
   returned: success
   type: dict
 nvidia_source_package:
-  description: The NVIDIA source package to install when no tree matches; empty otherwise.
+  description: The NVIDIA source package to install when no tree matches (the first of I(source_candidates) the
+    package manager has in the driver's version); empty otherwise.
+  returned: success
+  type: str
+nvidia_source_version:
+  description: The version of I(nvidia_source_package) to install (the package manager's full version, whose upstream
+    part is the driver's); empty with it.
   returned: success
   type: str
 notes:

@@ -60,13 +60,66 @@ def test_a_missing_group_stops_unless_it_may_be_created():
 @pytest.mark.fault(4)
 def test_the_nvidia_source_is_a_matching_tree_or_a_package_else_the_host_stops():
     none = {"reason": "/usr/src holds no nv-p2p.h"}
-    p = plan(info(tree=none), source=query("nvidia-kernel-source-535", missing=["nvidia-open-kernel-source"]),
-             candidates=["nvidia-open-kernel-source", "nvidia-kernel-source-535"])
+    found = {"results": [{"item": "nvidia-kernel-source-535", "rc": 0, "stdout": "Version: 535.261.03-1\n"},
+                         {"item": "nvidia-open-kernel-source", "rc": 100}]}
+    p = plan(info(tree=none), source=found, candidates=["nvidia-open-kernel-source", "nvidia-kernel-source-535"])
     assert p["nvidia"] == none and p["nvidia_source_package"] == "nvidia-kernel-source-535"
     with pytest.raises(PLAN.Blocked) as e:
         plan(info(tree=none), candidates=["nvidia-kernel-source-535"])
     assert str(e.value).startswith("/usr/src holds no nv-p2p.h. gdrdrv is built against the NVIDIA kernel source")
     assert "(nvidia-kernel-source-535)" in str(e.value)
+
+
+APT_SHOW = """Package: nvidia-kernel-dkms
+Version: 535.261.03-1~deb12u1
+Architecture: amd64
+
+Package: nvidia-kernel-dkms
+Version: 1:535.247.01-1
+Architecture: amd64
+"""
+DNF_INFO = """Available Packages
+Name         : kmod-nvidia-latest-dkms
+Epoch        : 3
+Version      : 535.261.03
+Release      : 1.el9
+Architecture : x86_64
+
+Name         : kmod-nvidia-latest-dkms
+Epoch        : 3
+Version      : 550.54.15
+Release      : 1.el9
+"""
+
+
+def test_every_version_a_package_query_lists_is_read_with_its_upstream_part():
+    assert PLAN.package_versions(APT_SHOW) == [("535.261.03-1~deb12u1", "535.261.03"), ("1:535.247.01-1", "535.247.01")]
+    assert PLAN.package_versions(DNF_INFO) == [("535.261.03-1.el9", "535.261.03"), ("550.54.15-1.el9", "550.54.15")]
+    assert PLAN.package_versions("") == [] and PLAN.package_versions("E: No packages found") == []
+
+
+def source_query(**stdout):
+    return {"results": [{"item": k, "rc": 0, "stdout": v} for k, v in stdout.items()]
+            + [{"item": "nvidia-kernel-source-535", "rc": 100, "stdout": ""}]}
+
+
+def test_the_nvidia_source_package_is_chosen_by_the_driver_version_before_it_is_installed():
+    none = {"reason": "/usr/src holds no nv-p2p.h"}
+    candidates = ["nvidia-kernel-source-535", "nvidia-kernel-dkms", "kmod-nvidia-latest-dkms"]
+    p = plan(info(tree=none), source=source_query(**{"nvidia-kernel-dkms": APT_SHOW}), candidates=candidates)
+    assert (p["nvidia_source_package"], p["nvidia_source_version"]) == ("nvidia-kernel-dkms", "535.261.03-1~deb12u1")
+    p = plan(info(tree=none, version="550.54.15"), source=source_query(**{"kmod-nvidia-latest-dkms": DNF_INFO}),
+             candidates=candidates)
+    assert (p["nvidia_source_package"], p["nvidia_source_version"]) == ("kmod-nvidia-latest-dkms", "550.54.15-1.el9")
+    # known, but not in the driver's version: stop before installing the wrong nv-p2p.h, and say what there is
+    with pytest.raises(PLAN.Blocked) as e:
+        plan(info(tree=none, version="560.35.03"), source=source_query(**{"nvidia-kernel-dkms": APT_SHOW}),
+             candidates=candidates)
+    assert str(e.value).startswith("no NVIDIA kernel source package for driver 560.35.03: the package manager has "
+                                   "nvidia-kernel-dkms 535.261.03-1~deb12u1, 1:535.247.01-1.")
+    # a matching tree on the host: no package at all
+    p = plan(info(), source=source_query(**{"nvidia-kernel-dkms": APT_SHOW}), candidates=candidates)
+    assert p["nvidia_source_package"] == "" and p["nvidia"] == TREE
 
 
 def test_host_mode_needs_a_driver_and_image_mode_does_not():

@@ -1,6 +1,6 @@
-"""Rolling batches (plugins/filter/batches.py, fail_percentage.py) and Debian's reboot flag (gdrcopy_fileops
-.reboot_flag): the values a play's serial and max_fail_percentage take, one sentence for a bad one, and a real
-playbook run in batches that stops once a batch fails."""
+"""Rolling batches (plugins/filter/batches.py, fail_percentage.py), the proxy environment (proxy_env.py) and Debian's
+reboot flag (gdrcopy_fileops.reboot_flag): the values a play's serial, max_fail_percentage and environment take, one
+sentence for a bad one, and a real playbook run in batches that stops once a batch fails."""
 
 import os
 import re
@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.gdrcopy.plugins.filter.batches import batches
 from ansible_collections.gpufleet.gdrcopy.plugins.filter.fail_percentage import fail_percentage
+from ansible_collections.gpufleet.gdrcopy.plugins.filter.proxy_env import proxy_env
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from conftest import COLLECTIONS, REPO, StubModule as Module
 
@@ -41,6 +42,37 @@ def test_fail_percentages(value, pct):
 def test_a_bad_fail_percentage_is_refused_by_name(value):
     with pytest.raises(AnsibleFilterError, match="^gdrcopy_max_fail_percentage must be a whole number from 0 to 100"):
         fail_percentage(value)
+
+
+@pytest.mark.parametrize("value, env", [
+    (None, {}), ({}, {}), ("", {}),
+    ({"https_proxy": "http://proxy.example.org:3128", "HTTP_PROXY": "http://user:p%40ss@192.0.2.1:8080/",
+      "no_proxy": "localhost,127.0.0.1,.cluster.example.org,10.0.0.0/8,[2001:db8::1]"},
+     {"https_proxy": "http://proxy.example.org:3128", "HTTP_PROXY": "http://user:p%40ss@192.0.2.1:8080/",
+      "no_proxy": "localhost,127.0.0.1,.cluster.example.org,10.0.0.0/8,[2001:db8::1]"}),
+    ({"all_proxy": "socks5h://[2001:db8::2]:1080"}, {"all_proxy": "socks5h://[2001:db8::2]:1080"}),
+])
+def test_proxy_environments(value, env):
+    assert proxy_env(value) == env
+
+
+@pytest.mark.parametrize("value, why", [
+    ("http://proxy:3128", "is a str, not a mapping"),
+    ({"LD_PRELOAD": "/tmp/x.so"}, "names 'LD_PRELOAD', which is not a proxy variable"),
+    ({"Https_Proxy": "http://p:1"}, "names 'Https_Proxy'"),
+    ({"https_proxy": 3128}, "gives https_proxy a int"),
+    ({"https_proxy": "proxy:3128"}, "gives https_proxy a value that is not one proxy URL"),
+    ({"https_proxy": "http://p:1 -o x"}, "gives https_proxy a value that is not one proxy URL"),
+    ({"https_proxy": "http://p:1\nX=1"}, "gives https_proxy a value that is not one proxy URL"),
+    ({"https_proxy": "http://p/path"}, "gives https_proxy a value that is not one proxy URL"),
+    ({"no_proxy": "a, b"}, "gives no_proxy a value that is not a list of hosts"),
+    ({"no_proxy": "a;b"}, "gives no_proxy a value that is not a list of hosts"),
+])
+def test_a_bad_proxy_environment_is_refused_by_name_without_its_value(value, why):
+    with pytest.raises(AnsibleFilterError, match="^gdrcopy_proxy_env ") as e:
+        proxy_env(value)
+    assert why in str(e.value)
+    assert "-o x" not in str(e.value) and "p%40ss" not in str(e.value)
 
 
 def flag_root(tmp_path, debian=True, pkgs=None, flag=None):
