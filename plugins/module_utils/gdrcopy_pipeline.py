@@ -47,6 +47,7 @@ PATHS = {
     "converged_record": STATE_DIR + "/converged.json",    # the record of a verified host (gdrcopy_verify)
     "mok_signer": STATE_DIR + "/mok-signer.der",          # the link to the certificate that signs (mok_signing)
     "driver_record": DRIVER_RECORD,                       # the last install's driver options (gdrcopy_build)
+    "rollback_record": STATE_DIR + "/rollback.json",      # the release before the last change, while it is kept
     "hook_status": HOOK_STATUS,                           # the outcome of the kernel hook's last call
     "packages_record": STATE_DIR + "/packages.json",      # the packages the roles installed (gdrcopy_uninstall)
     "smoke_program": LIBEXEC + "/gdrcopy-smoke",
@@ -149,6 +150,9 @@ def check_lib_spec(lib):
         bad.append("stamp")
     if not re.match(r"^[0-9]+(\.[0-9]+)+\Z", os.path.basename(str(lib.get("install_dir", "")).rstrip("/"))):
         bad.append("install_dir (must end in the version)")
+    keep = lib.get("keep", 0)
+    if not (isinstance(keep, int) and not isinstance(keep, bool) and 0 <= keep <= 1000):
+        bad.append("keep (0, all, or how many releases to keep)")
     link = lib.get("link")
     if link is not None and not (_path_ok(link) and os.path.dirname(link.rstrip("/"))
                                  == os.path.dirname(str(lib.get("install_dir", "")).rstrip("/"))):
@@ -399,6 +403,68 @@ def point_link(link, target, check=False):
     return True
 
 
+# A build directory under the build root: <version>-<sha256[:12]> (the role's gdrcopy_build_root/<src_id>).
+BUILD_DIR_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)+)-[0-9a-f]{12}\Z")
+
+
+def _remove_tree(path):
+    """Remove a directory tree (or a file, or a link) without following links out of it."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    for top, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(top, name))
+        for name in dirs:
+            full = os.path.join(top, name)
+            if os.path.islink(full):
+                os.unlink(full)
+            else:
+                os.rmdir(full)
+    os.rmdir(path)
+
+
+def releases_to_prune(prefix, build_root, current, keep, previous=""):
+    """The library releases under prefix (each a <version> directory with an install stamp) and the build
+    directories and node tarballs under build_root beyond the keep newest releases, as a sorted list of paths.
+    current (the version <prefix>/current points at) is always kept, then previous (the release in use before the
+    last change: what a rollback goes back to), then the others by install time, newest first."""
+    installed = []
+    for name in os.listdir(prefix) if os.path.isdir(prefix) else []:
+        stamp = os.path.join(prefix, name, INSTALL_STAMP_FILE)
+        if name != current and os.path.isfile(stamp) and not os.path.islink(os.path.join(prefix, name)):
+            installed.append((name == previous, os.stat(stamp).st_mtime, name))
+    kept = set([current] + [row[-1] for row in sorted(installed, reverse=True)[:max(keep - 1, 0)]])
+    gone = [os.path.join(prefix, row[-1]) for row in installed if row[-1] not in kept]
+    for name in os.listdir(build_root) if os.path.isdir(build_root) else []:
+        m = BUILD_DIR_RE.match(name)
+        if m and m.group(1) not in kept and os.path.isdir(os.path.join(build_root, name)):
+            gone.append(os.path.join(build_root, name))
+    src = os.path.join(build_root, "src")
+    for name in os.listdir(src) if os.path.isdir(src) else []:
+        m = re.match(r"^gdrcopy-(.+)\.tar\.gz\Z", name)
+        if m and BUILD_DIR_RE.match(m.group(1)) and BUILD_DIR_RE.match(m.group(1)).group(1) not in kept:
+            gone.append(os.path.join(src, name))
+    return sorted(gone)
+
+
+def prune_releases(lib, keep, check=False):
+    """Remove what releases_to_prune names for lib (its prefix, the build root its build directory lies in, and
+    lib's previous: the release a rollback would go back to) and keep: the paths removed (in check mode, that would
+    be)."""
+    prefix = os.path.dirname(lib["install_dir"].rstrip("/"))
+    build_root = os.path.dirname(os.path.dirname(lib["dir"].rstrip("/")))
+    current = os.path.basename(lib["install_dir"].rstrip("/"))
+    gone = releases_to_prune(prefix, build_root, current, keep, lib.get("previous") or "")
+    if not check:
+        for path in gone:
+            try:
+                _remove_tree(path)
+            except OSError as e:
+                raise PipelineError("pruning %s failed: %s; the release in use is untouched" % (path, e))
+    return gone
+
+
 def loader_lists(run, path):
     """The loader cache (ldconfig -p) has path."""
     r = run(["ldconfig", "-p"], capture_output=True, text=True, errors="replace")
@@ -536,6 +602,13 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
     if lib and lib.get("link"):
         _link_and_cache(lib, check, run, result)
     t = _lap(result, "link_and_ldconfig", t)
+    if lib and lib.get("keep"):
+        result["lib"]["pruned"] = prune_releases(lib, lib["keep"], check)
+        for path in result["lib"]["pruned"]:
+            result["changed"] = True
+            result["diff"].append({"before_header": path, "after_header": path, "before": "(kept)\n",
+                                   "after": "(%s)\n" % ("would be pruned" if check else "pruned")})
+    t = _lap(result, "prune", t)
 
     # 3. signing: every built gdrdrv, in one call; the signer leaves a module it already signed untouched.
     predicted = [k["kernel"] for k in p["kernels"] if rows[k["kernel"]]["build"] in PREDICTED]

@@ -131,6 +131,14 @@ options:
             library or the link changed, or when C(ldconfig -p) does not list C(<link>/lib/libgdrapi.so).
           - Left out, neither the link nor the loader cache is touched.
         type: path
+      keep:
+        description:
+          - After the install and the link, keep this many library releases under the prefix - the one O(lib.link)
+            points at and the most recently installed others - and the build directories and node tarballs of those
+            releases under the build root (the directory above O(lib.dir)'s); remove the rest.
+          - V(0) keeps everything. V(2) or more keeps the release before a change, which O(rollback) goes back to.
+        type: int
+        default: 0
   source:
     description:
       - The verified source tarball on the controller, which this module's action plugin sends to the host -
@@ -155,6 +163,17 @@ options:
       - The driver record - the driver options of the last install, which the kernel hook and O(replay) build
         with. Written here after an install (O(install) true), through a temporary file and a rename.
     type: path
+  rollback:
+    description:
+      - Go back to the release installed before the last change (the rollback record,
+        C(/var/lib/gdrcopy-ansible/rollback.json), which an install that changed the driver record or the link writes) -
+        gdrdrv of that release for O(kernels) from its kept builds (compiled again when they were pruned), the link
+        pointed back at its library (then C(ldconfig)) and the driver record restored; the rollback record is then
+        removed. The gdrcopy role calls it when the new release fails its smoke check after the load.
+      - Fails, changing nothing, when there is no rollback record or its library release was pruned.
+        O(driver), O(lib), O(fleet), O(files) and O(groups) must be left out, and O(record) given.
+    type: bool
+    default: false
   replay:
     description:
       - Build, sign and install gdrdrv for O(kernels) with the driver options in O(record) (written by an earlier
@@ -260,6 +279,11 @@ lib:
     ldconfig:
       description: Whether the loader cache was refreshed (with O(lib.link)).
       type: bool
+    pruned:
+      description: The library releases, build directories and node tarballs removed by O(lib.keep) (in check mode,
+        that would be); only with O(lib.keep) above 0.
+      type: list
+      elements: str
 kernels:
   description: One entry per kernel, in the order given.
   returned: always
@@ -330,6 +354,14 @@ record:
   description: Whether the driver record changed.
   returned: always
   type: bool
+rollback_record:
+  description: Whether the install wrote the rollback record (the release it replaced, for O(rollback)).
+  returned: when the driver record or the link changed
+  type: bool
+rolled_back:
+  description: With O(rollback), the release gone back to (C(release), the version) and the link (C(link)).
+  returned: after a rollback
+  type: dict
 helpers:
   description: The helpers (O(helpers)) written by this call (in check mode, that would be).
   returned: always
@@ -358,6 +390,10 @@ ran:
   elements: str
 """
 
+import json
+import os
+import subprocess
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fleet as FLEET
@@ -385,6 +421,7 @@ LIB_OPTIONS = dict(
     install_targets=dict(type="list", elements="str", required=True),
     install_helper=dict(type="path", required=True),
     link=dict(type="path"),
+    keep=dict(type="int", default=0),
 )
 FLEET_OPTIONS = dict(
     cache=dict(type="path", required=True),
@@ -403,6 +440,7 @@ ARGUMENT_SPEC = dict(
     install=dict(type="bool", default=True),
     record=dict(type="path"),
     replay=dict(type="bool", default=False),
+    rollback=dict(type="bool", default=False),
     source=dict(type="dict", options={"src": dict(type="path", required=True), "from": dict(type="path")}),
     fleet=dict(type="dict", options=FLEET_OPTIONS),
 )
@@ -439,9 +477,85 @@ def fleet_args(params, spec):
     return takes, {"dir": fleet["node_dir"], "builds": share} if share else None
 
 
-def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=None):
+def _link_target(link):
+    try:
+        return os.readlink(link)
+    except (OSError, TypeError):
+        return ""
+
+
+def write_rollback(path, before, lib, check):
+    """After an install that changed the driver record or the link: the release before it (the driver record it
+    replaced, the link's target before) as the rollback record, through a temporary file and a rename. Nothing
+    when there was no install before (no record or no link target)."""
+    if check or not before["record"] or not before["target"]:
+        return False
+    text = json.dumps({"driver": before["record"], "link": lib["link"], "target": before["target"]}, indent=4,
+                      sort_keys=True) + "\n"
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.chmod(path + ".tmp", 0o644)
+    os.rename(path + ".tmp", path)
+    return True
+
+
+def rollback(params, check=False, modules_root=P.MODULES_ROOT, run=None, rollback_record=None):
+    """O(rollback): the release before the last change back in place, from the rollback record. (result, error)."""
+    given = [k for k in ("driver", "lib", "fleet", "files", "groups") if params.get(k)]
+    if given or not params.get("record") or params.get("replay") or not params["install"]:
+        raise P.PipelineError("rollback takes the release from the rollback record alone: %s" % (
+            "leave out " + ", ".join(given) if given else "record is required, with install and without replay"))
+    path = rollback_record or P.PATHS["rollback_record"]
+    saved = P.read_json(path)
+    if not saved:
+        raise P.PipelineError("there is no release to roll back to (%s is missing or unreadable): the release before "
+                              "this one was never installed here, or a rollback used it already" % path)
+    try:
+        spec = P.check_driver_spec(saved.get("driver"), "the rollback record's driver options")
+        link, target = saved["link"], saved["target"]
+    except (KeyError, AttributeError, TypeError):
+        raise P.PipelineError("%s is not a rollback record: remove it" % path)
+    release_dir = os.path.join(os.path.dirname(link.rstrip("/")), target)
+    if not os.path.isfile(os.path.join(release_dir, P.INSTALL_STAMP_FILE)):
+        raise P.PipelineError("the release to roll back to, %s, is no longer installed (pruned: gdrcopy_keep_releases "
+                              "below 2)" % release_dir)
+    kwargs = {"run": run} if run else {}
+    try:
+        result = P.converge(spec, params["kernels"], lib=None, install=True, check=check, modules_root=modules_root,
+                            **kwargs)
+    except P.PipelineError as e:
+        empty = {"changed": False, "lib": None, "kernels": [], "diff": [], "seconds": {}}
+        return summarize(e.results or empty), "rolling back to %s failed: %s" % (target, e)
+    out = summarize(result)
+    out["lib"] = {"link": "current", "ldconfig": False}
+    before = _link_target(link)
+    if P.point_link(link, target, check):
+        out["changed"] = True
+        out["lib"]["link"] = "would point" if check else "pointed"
+        out["diff"].append({"before_header": link, "after_header": link, "before": "-> %s\n" % before,
+                            "after": "-> %s\n" % target})
+        if not check:
+            r = (run or subprocess.run)(["ldconfig"], capture_output=True, text=True, errors="replace")
+            if r.returncode != 0:
+                return out, "ldconfig failed after the rollback: %s" % P.last_words(r.stdout, r.stderr)
+            out["lib"]["ldconfig"] = True
+    changed, text = P.write_record(params["record"], spec, check)
+    out["record"] = changed
+    out["changed"] = out["changed"] or changed
+    if not check:
+        os.unlink(path)
+    out["rolled_back"] = {"release": target, "link": link}
+    return out, None
+
+
+def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=None, rollback_record=None):
     """The module's work for its params: (result, error message or None). Every option is checked before anything
     is written; then O(helpers) (with module), the tarball, the pipeline."""
+    if params.get("rollback"):
+        return rollback(params, check, modules_root, run, rollback_record)
     kwargs = {"run": run} if run else {}
     spec = driver_spec(params)
     P.check_kernels(params["kernels"])
@@ -452,9 +566,19 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
     if files or groups:
         check_files(params, module)
     helpers = write_helpers(module, params) if module else []
+    lib = params.get("lib")
+    before = {"record": P.read_json(params["record"]) if params.get("record") else None,
+              "target": _link_target(lib.get("link")) if lib and lib.get("link") else ""}
+    if lib:
+        # the release a rollback would go back to, which pruning keeps: the one in use until this call changes it,
+        # else the one the rollback record names
+        saved = P.read_json(rollback_record or P.PATHS["rollback_record"]) or {}
+        new = os.path.basename(lib["install_dir"].rstrip("/"))
+        lib = dict(lib, previous=before["target"] if before["target"] not in ("", new) else
+                   (saved.get("target") if isinstance(saved, dict) else "") or "")
     try:
         tarball = put_tarball(spec, params.get("source"), check)
-        result = P.converge(spec, params["kernels"], lib=params.get("lib"), install=params["install"], check=check,
+        result = P.converge(spec, params["kernels"], lib=lib, install=params["install"], check=check,
                             modules_root=modules_root, takes=takes, pack=pack, **kwargs)
     except P.PipelineError as e:
         empty = {"changed": False, "lib": None, "kernels": [], "diff": [], "seconds": {}}
@@ -471,6 +595,10 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
             out["record"] = out["changed"] = True
             out["diff"].append({"before_header": params["record"], "after_header": params["record"],
                                 "before": "", "after": text})
+        relinked = lib and lib.get("link") and before["target"] != _link_target(lib["link"])
+        if changed or relinked:
+            out["rollback_record"] = write_rollback(rollback_record or P.PATHS["rollback_record"], before, lib or {},
+                                                    check)
     if files or groups:
         return put_files(module, files, groups, check, out)
     return out, None

@@ -91,12 +91,13 @@ def call(host, check=False, **changes):
             host["ldconfig"].append(argv[1:])
             if argv[1:] == ["-p"]:
                 return subprocess.CompletedProcess(argv, 0, host["cache"], "")
-            link = Path(params["lib"].get("link") or "/nonexistent")
+            link = Path((params.get("lib") or {}).get("link") or "/nonexistent")
             host["cache"] = "".join("\tlibgdrapi.so (libc6,x86-64) => %s\n" % (link / "lib" / f.name)
                                     for f in sorted((link / "lib").glob("libgdrapi.so*")))
             return subprocess.CompletedProcess(argv, 0, "", "")
         return subprocess.run(argv, **kw)
-    return M.build(params, check=check, modules_root=str(host["modules"]), run=run)
+    return M.build(params, check=check, modules_root=str(host["modules"]), run=run,
+                   rollback_record=str(host["tmp"] / "state" / "rollback.json"))
 
 
 def installed(host, kernel):
@@ -294,6 +295,96 @@ def test_the_driver_record_is_the_driver_spec_and_is_written_once(host):
     result, error = call(host, record=str(record))
     assert result["record"] is False and result["changed"] is False
     assert P.check_driver_spec(json.loads(record.read_text())) == host["params"]["driver"]
+
+
+def release(host, version):
+    """The params of another release of the fixture for this host (its own tarball, build dir and prefix dir), with
+    the stable link, the driver record and gdrcopy_keep_releases' default."""
+    tmp = host["tmp"]
+    tarball, sha = make_tarball(tmp, kbuild=STUB_KBUILD.replace("gdrdrv for", "gdrdrv %s for" % version),
+                                name="src-" + version)
+    build = tmp / "build" / ("%s-%s" % (version, sha[:12]))
+    base = host["params"]
+    lib = dict(base["lib"], dir=str(build / "lib"), stamp=dict(base["lib"]["stamp"], sha256=sha),
+               install_dir=str(tmp / "opt" / "gdrcopy" / version), link=str(tmp / "opt" / "gdrcopy" / "current"),
+               keep=2)
+    driver = dict(base["driver"], tarball=str(tarball), driver_dir=str(build / "driver"),
+                  stamp_base=dict(base["driver"]["stamp_base"], sha256=sha))
+    return {"lib": lib, "driver": driver, "record": str(tmp / "etc" / "driver.json")}
+
+
+def test_a_release_change_keeps_the_one_before_for_a_rollback_and_prunes_older_ones(host):
+    tmp, state = host["tmp"], host["tmp"] / "state" / "rollback.json"
+    r26, r25, r24 = release(host, "2.6"), release(host, "2.5"), release(host, "2.4")
+    result, error = call(host, **r26)
+    assert error is None and not state.exists() and not result["rollback_record"]  # nothing was there before
+    ko26 = installed(host, K1).read_bytes()
+    result, error = call(host, **r25)  # down to 2.5: built beside 2.6, swapped in
+    assert error is None and result["rollback_record"] is True, result
+    assert os.readlink(tmp / "opt" / "gdrcopy" / "current") == "2.5" and b"gdrdrv 2.5 for" in installed(host, K1).read_bytes()
+    assert json.loads(state.read_text()) == {"driver": r26["driver"], "link": r26["lib"]["link"], "target": "2.6"}
+    assert result["lib"]["pruned"] == []  # two releases, two kept
+    # its smoke check failed (the role's rescue): back to 2.6 from its kept builds, without a compile
+    before = len(compiles(host))
+    result, error = call(host, check=True, rollback=True, record=r25["record"], lib=None, driver=None)
+    assert error is None and result["rolled_back"]["release"] == "2.6" and result["lib"]["link"] == "would point"
+    assert os.readlink(tmp / "opt" / "gdrcopy" / "current") == "2.5" and state.exists()  # check mode: nothing
+    result, error = call(host, rollback=True, record=r25["record"], lib=None, driver=None)
+    assert error is None and result["rolled_back"] == {"release": "2.6", "link": r26["lib"]["link"]}, (error, result)
+    assert os.readlink(tmp / "opt" / "gdrcopy" / "current") == "2.6" and installed(host, K1).read_bytes() == ko26
+    assert result["installed"] == [K1, K2] and result["lib"]["ldconfig"] and len(compiles(host)) == before
+    assert json.loads(Path(r25["record"]).read_text()) == r26["driver"] and not state.exists()
+    # once used, there is nothing to go back to
+    with pytest.raises(P.PipelineError, match="there is no release to roll back to"):
+        call(host, rollback=True, record=r25["record"], lib=None, driver=None)
+
+
+def test_releases_beyond_gdrcopy_keep_releases_are_pruned_with_their_builds(host):
+    tmp = host["tmp"]
+    r26, r25, r24 = release(host, "2.6"), release(host, "2.5"), release(host, "2.4")
+    for r in (r26, r25):
+        assert call(host, **r)[1] is None
+    os.utime(tmp / "opt" / "gdrcopy" / "2.6" / P.INSTALL_STAMP_FILE, (1, 1))  # installed long ago
+    old_build = Path(r26["lib"]["dir"]).parent
+    result, error = call(host, check=True, **r24)
+    assert error is None and result["lib"]["pruned"] == sorted([str(tmp / "opt" / "gdrcopy" / "2.6"), str(old_build)])
+    assert old_build.is_dir() and (tmp / "opt" / "gdrcopy" / "2.6").is_dir()  # check mode: predicted only
+    result, error = call(host, **r24)
+    assert error is None and result["lib"]["pruned"] == sorted([str(tmp / "opt" / "gdrcopy" / "2.6"), str(old_build)])
+    assert sorted(os.listdir(tmp / "opt" / "gdrcopy")) == ["2.4", "2.5", "current"] and not old_build.exists()
+    assert sorted(d.name.split("-")[0] for d in (tmp / "build").iterdir() if d.is_dir()) == ["2.4", "2.5"]
+    # the rollback goes to 2.5, the release before; 0 keeps every release
+    result, error = call(host, **dict(r26, lib=dict(r26["lib"], keep=0)))
+    assert error is None and "pruned" not in result["lib"] and sorted(os.listdir(tmp / "opt" / "gdrcopy")) == [
+        "2.4", "2.5", "2.6", "current"]
+
+
+def test_the_release_in_use_before_a_change_is_kept_however_long_ago_it_was_installed(host):
+    """2.6, 2.5, back to 2.6 (its kept install: relinked, not installed again), then 2.4: 2.6 was installed first,
+    but it is the release a rollback of 2.4 goes back to, so 2.5 goes."""
+    tmp = host["tmp"]
+    r26, r25, r24 = release(host, "2.6"), release(host, "2.5"), release(host, "2.4")
+    for r in (r26, r25, r26):
+        result, error = call(host, **r)
+        assert error is None, error
+    assert result["lib"]["install"] == "current" and result["built"] == []
+    os.utime(tmp / "opt" / "gdrcopy" / "2.6" / P.INSTALL_STAMP_FILE, (1, 1))
+    result, error = call(host, **r24)
+    assert error is None and result["lib"]["pruned"] == sorted([str(tmp / "opt" / "gdrcopy" / "2.5"),
+                                                                 str(Path(r25["lib"]["dir"]).parent)])
+    assert json.loads((tmp / "state" / "rollback.json").read_text())["target"] == "2.6"
+
+
+def test_a_rollback_to_a_pruned_release_changes_nothing_and_says_why(host):
+    tmp = host["tmp"]
+    r26, r25 = release(host, "2.6"), release(host, "2.5")
+    assert call(host, **r26)[1] is None
+    assert call(host, **dict(r25, lib=dict(r25["lib"], keep=1)))[1] is None  # keeps 2.5 alone
+    assert not (tmp / "opt" / "gdrcopy" / "2.6").exists()
+    ko = installed(host, K1).read_bytes()
+    with pytest.raises(P.PipelineError, match=r"2\.6, is no longer installed \(pruned: gdrcopy_keep_releases below 2\)"):
+        call(host, rollback=True, record=r25["record"], lib=None, driver=None)
+    assert installed(host, K1).read_bytes() == ko and os.readlink(tmp / "opt" / "gdrcopy" / "current") == "2.5"
 
 
 def test_replay_builds_a_new_kernel_with_the_recorded_options_alone(host):

@@ -19,7 +19,7 @@ ROLES = ("gdrcopy", "mok_signing", "nvidia_peermem")
 # Facts each role exports (documented in its README); every other variable a role sets is internal (__<role>_).
 EXPORTS = {
     "gdrcopy": {"gdrcopy_reboot_required", "gdrcopy_reload_pending", "gdrcopy_smoke", "gdrcopy_load_refused",
-                "gdrcopy_uninstalled"},
+                "gdrcopy_uninstalled", "gdrcopy_package_lists_refresh"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
                     "mok_signing_sign_command"},
