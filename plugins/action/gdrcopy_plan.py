@@ -23,6 +23,7 @@ ARGUMENT_SPEC = dict(
     source_query=dict(type="dict", default={}),
     source_candidates=dict(type="list", elements="str", default=[]),
     headers_package=dict(type="str", required=True),
+    upstream_packages=dict(type="str", default="refuse", choices=["refuse", "replace"]),
 )
 
 
@@ -38,7 +39,7 @@ class ActionModule(ActionBase):
         try:
             out = PLAN.plan(args["info"], args["kernels"], args["mode"], args["device_group"],
                             args["device_group_create"], args["headers_query"], args["source_query"],
-                            args["source_candidates"], args["headers_package"])
+                            args["source_candidates"], args["headers_package"], args["upstream_packages"])
         except PLAN.Blocked as err:
             result.update(failed=True, msg=str(err))
             return result

@@ -847,6 +847,39 @@ def package_facts(h, names):
     return dict((n, n in have) for n in names)
 
 
+def upstream_facts(h, kernels=None):
+    """What upstream's packaging or source install left on this host: {packages: [{name, version}], dkms:
+    [{version, kernels}], files: [paths], modules: [gdrdrv files outside this project's module subdir]}, each empty
+    when there is none. kernels: kernel_facts' installed list (read here when not given)."""
+    status = h.read("/var/lib/dpkg/status")
+    if status is not None:
+        versions = P.parse_dpkg_versions(status, P.UPSTREAM_PACKAGES)
+    else:
+        rpm = h.tool("rpm")
+        versions = {}
+        if rpm:
+            argv = [rpm] + (["--root", h.root] if h.root != "/" else []) + [
+                "-q", "--queryformat", "installed %{NAME} %{VERSION}-%{RELEASE}\\n"] + list(P.UPSTREAM_PACKAGES)
+            versions = P.parse_rpm_versions(h.run(argv)[1])
+    dkms = []
+    for version in h.listdir("/var/lib/dkms/gdrdrv"):
+        top = "/var/lib/dkms/gdrdrv/" + version
+        if version in ("original_module",) or not h.isdir(top) or h.readlink(top):
+            continue
+        built = sorted(k for k in h.listdir(top) if k not in ("build", "source") and h.isdir(top + "/" + k))
+        dkms.append({"version": version, "kernels": built})
+    files = [f for f in P.UPSTREAM_FILES if h.exists(f)]
+    for pattern in P.UPSTREAM_GLOBS:
+        files += h.glob(pattern)
+    files += [d for d in h.glob("/usr/src/gdrdrv-*") if h.exists(d + "/dkms.conf")]
+    if kernels is None:
+        kernels = [{"release": rel, "gdrdrv": module_files(h, rel, "gdrdrv")} for rel in installed_releases(h)]
+    ours = "/%s/" % PIPE.MODULE_SUBDIR
+    modules = [path for k in kernels for path in k["gdrdrv"] if ours not in path]
+    return {"packages": [{"name": n, "version": versions[n]} for n in sorted(versions)], "dkms": dkms,
+            "files": sorted(set(files)), "modules": modules}
+
+
 # --- the whole picture ----------------------------------------------------------------------------------------
 
 def gather(module, params, host=None):
@@ -882,6 +915,7 @@ def gather(module, params, host=None):
         "kernel_hook": kernel_hook_facts(h),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
         "packages": package_facts(h, params.get("packages") or []),
+        "upstream": upstream_facts(h, kernels["installed"]),
         # the OS facts this run read already (O(os_facts)) describe the system the module runs on, not a tree
         "os": (h.root == "/" and complete_os_facts(params.get("os_facts"))) or os_facts(module, h),
     }

@@ -832,10 +832,69 @@ def _signature_problem(mod, mok):
     return ""
 
 
+# What upstream's own packaging and install leave on a host (docs/UPSTREAM-GDRCOPY.md: "What each of upstream's
+# packages leaves on a host"): its debs and rpms, its DKMS module, init scripts, unit, modprobe.d file and udev rules.
+UPSTREAM_PACKAGES = ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy", "gdrcopy-kmod", "gdrcopy-devel")
+UPSTREAM_FILES = ("/etc/init.d/gdrdrv", "/etc/init.d/gdrcopy", "/usr/lib/systemd/system/gdrcopy.service",
+                  "/lib/systemd/system/gdrcopy.service", "/usr/libexec/gdrcopy/gdrcopy", "/etc/modprobe.d/50-gdrdrv.conf")
+UPSTREAM_GLOBS = ("/etc/udev/rules.d/*gdrdrv*.rules", "/etc/udev/rules.d/*gdrcopy*.rules",
+                  "/usr/lib/udev/rules.d/*gdrdrv*.rules", "/usr/lib/udev/rules.d/*gdrcopy*.rules",
+                  "/lib/udev/rules.d/*gdrdrv*.rules", "/lib/udev/rules.d/*gdrcopy*.rules",
+                  "/usr/lib/*/libgdrapi.so*", "/usr/lib64/libgdrapi.so*", "/usr/local/lib/libgdrapi.so*",
+                  "/usr/local/lib64/libgdrapi.so*")
+
+
+def parse_dpkg_versions(text, names):
+    """{name: version} of the installed packages among names, from dpkg's status file."""
+    out = {}
+    for stanza in re.split(r"\n[ \t]*\n", text):
+        name = re.search(r"^Package:[ \t]*(\S+)", stanza, re.M)
+        if name and name.group(1) in names and re.search(r"^Status:[ \t]*\S+ ok installed[ \t]*$", stanza, re.M):
+            version = re.search(r"^Version:[ \t]*(\S+)", stanza, re.M)
+            out[name.group(1)] = version.group(1) if version else ""
+    return out
+
+
+def parse_rpm_versions(text):
+    """{name: version-release} from `rpm -q --queryformat 'installed %{NAME} %{VERSION}-%{RELEASE}\\n' NAME...`."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "installed":
+            out[parts[1]] = parts[2]
+    return out
+
+
+def upstream_summary(upstream):
+    """One line naming what of upstream's install a host has ('' when none)."""
+    parts = ["%s %s" % (p["name"], p["version"]) for p in upstream.get("packages") or []]
+    parts += ["DKMS gdrdrv/%s%s" % (d["version"], " (%s)" % ", ".join(d["kernels"]) if d["kernels"] else "")
+              for d in upstream.get("dkms") or []]
+    parts += upstream.get("files") or []
+    parts += upstream.get("modules") or []
+    return ", ".join(parts)
+
+
+def upstream_findings(facts):
+    """Warnings: upstream's gdrcopy install beside this project's, and two gdrdrv builds for one kernel."""
+    out = []
+    found = upstream_summary(facts.get("upstream") or {})
+    if found:
+        out.append("upstream's gdrcopy install is on this host (%s): its gdrdrv, init script or unit can load "
+                   "another gdrdrv or make /dev/gdrdrv world-writable (mknod -m 666); remove it "
+                   "(gdrcopy_upstream_packages: replace)" % found)
+    for k in facts["kernel"]["installed"]:
+        if len(k["gdrdrv"]) > 1:
+            out.append("kernel %s has %d gdrdrv builds installed (%s): which one modprobe loads depends on depmod's "
+                       "order" % (k["release"], len(k["gdrdrv"]), ", ".join(k["gdrdrv"])))
+    return out
+
+
 def assess(facts):
     """-> (blockers, warnings, health) for gathered facts. A live host is judged on what runs now; an image on
     what it will boot with."""
     blockers, warnings = [], []
+    warnings += upstream_findings(facts)
     if facts["live"]:
         b, w = runtime_findings(facts)
         blockers += b

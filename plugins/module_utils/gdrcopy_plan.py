@@ -14,6 +14,7 @@ import re
 import time
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_upstream as UP
 
 
 # The OS families the roles have package names for (roles/gdrcopy/vars/main.yml: __gdrcopy_os_packages).
@@ -69,9 +70,10 @@ def choose_source_package(source_query, candidates, driver_version):
                                       for name in candidates if name in listed), driver_version))
 
 
-def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package):
+def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package,
+         upstream_packages="refuse"):
     """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, nvidia_source_version,
-    notes}; Blocked otherwise."""
+    upstream_remove, notes}; Blocked otherwise."""
     notes = []
     system = info.get("os") or {}
     if system and system.get("os_family") not in OS_FAMILIES:
@@ -96,6 +98,12 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '
             "the group first (groupadd --system %s), name an existing one, or set gdrcopy_device_group_create: true. "
             "Nothing was changed." % (group, group))
+    upstream = info.get("upstream") or {}
+    if upstream_packages != "replace" and UP.refusal(upstream):
+        raise Blocked(UP.refusal(upstream))
+    if UP.found(upstream):
+        notes.append("upstream's gdrcopy install is removed first (gdrcopy_upstream_packages: replace): %s"
+                     % P.upstream_summary(upstream))
     hook = info.get("kernel_hook") or {}
     if not hook.get("ok", True):
         notes.append("the kernel hook failed for %s at %s: %s. This run builds what is missing." % (
@@ -143,5 +151,5 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "kernels): gdrdrv needs nvidia.ko to load. Install the NVIDIA driver first, or set gdrcopy_mode: image "
             "to build without loading.")
     return {"kernels": chosen, "kernels_skipped": skipped, "headers_to_install": installable, "nvidia": match,
-            "nvidia_source_package": package, "nvidia_source_version": package_version, "notes": notes,
-            "planned": True}
+            "nvidia_source_package": package, "nvidia_source_version": package_version,
+            "upstream_remove": UP.found(upstream), "notes": notes, "planned": True}

@@ -386,6 +386,20 @@ packages:
   returned: always
   type: dict
   sample: {build-essential: true, mokutil: false}
+upstream:
+  description:
+    - What upstream's own gdrcopy install left on the host - C(packages) (its debs C(gdrdrv-dkms), C(libgdrapi),
+      C(gdrcopy-tests), C(gdrcopy); its rpms C(gdrcopy), C(gdrcopy-kmod), C(gdrcopy-devel); each C(name) and
+      C(version)), C(dkms) (each C(gdrdrv) version registered with DKMS and the kernels it is built for), C(files)
+      (its init scripts, unit, helper, modprobe.d file, udev rules, DKMS source trees, and libgdrapi under C(/usr)
+      or C(/usr/local)), C(modules) (each gdrdrv file of an installed kernel outside this project's
+      C(updates/gdrcopy/) - DKMS's, a source install's). Each is empty when there is none; a concern names what was
+      found.
+  returned: always
+  type: dict
+  sample: {packages: [{name: gdrdrv-dkms, version: 2.4.4}], dkms: [{version: 2.4.4, kernels: [6.1.0-41-amd64]}],
+           files: [/etc/init.d/gdrdrv, /usr/src/gdrdrv-2.4.4],
+           modules: [/lib/modules/6.1.0-41-amd64/updates/dkms/gdrdrv.ko]}
 os:
   description:
     - The OS and its package manager as setup's C(min) subset names them (C(distribution), C(distribution_version),

@@ -64,6 +64,14 @@ options:
     description: The headers package name pattern (C(linux-headers-{kernel})), for the messages.
     type: str
     required: true
+  upstream_packages:
+    description:
+      - What to do with upstream's own gdrcopy install when I(info) reports one (C(upstream)) - V(refuse) stops the
+        host with one sentence naming what was found and both choices; V(replace) plans its removal
+        (RV(upstream_remove)), which M(gpufleet.gdrcopy.gdrcopy_upstream) does before the build.
+    type: str
+    choices: [refuse, replace]
+    default: refuse
 attributes:
   check_mode:
     support: full
@@ -117,6 +125,11 @@ nvidia_source_version:
     part is the driver's); empty with it.
   returned: success
   type: str
+upstream_remove:
+  description: Upstream's own gdrcopy install is on the host and is removed before the build (I(upstream_packages)
+    replace).
+  returned: success
+  type: bool
 notes:
   description: What the run should say (the kernel hook failed since the last run; kernels that cannot be built for).
   returned: success
