@@ -81,7 +81,7 @@ for k in $kernels; do
   install -D -m 0644 "$ko" "/lib/modules/$k/updates/gdrcopy/gdrdrv.ko"
   depmod "$k"
 done
-echo "options gdrdrv use_persistent_mapping=1" > /etc/modprobe.d/gdrdrv.conf
+echo "options gdrdrv use_persistent_mapping=1" > /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf
 printf '[Unit]\nDescription=gdrdrv\n[Service]\nType=oneshot\nExecStart=/sbin/modprobe gdrdrv\n[Install]\nWantedBy=multi-user.target\n' \
   > /etc/systemd/system/raw-gdrcopy.service
 systemctl daemon-reload && systemctl enable -q raw-gdrcopy.service

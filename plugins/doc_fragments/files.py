@@ -37,12 +37,15 @@ options:
       state:
         description: C(present) writes the file; C(absent) removes it (and nothing else); C(directory) makes a
           directory with O(files[].mode) (its content is left alone); C(link) makes O(files[].dest) a symbolic link
-          to O(files[].src).
+          to O(files[].src); C(retired) removes a name this project used to write, only where it wrote it - a file
+          whose first 200 bytes carry its C(Ansible managed (gdrcopy-ansible) header, or a link to O(files[].src) -
+          and leaves anyone else's file there alone.
         type: str
-        choices: [present, absent, directory, link]
+        choices: [present, absent, directory, link, retired]
         default: present
       src:
-        description: The target of the link (O(files[].state) C(link)), an absolute path.
+        description: The target of the link (O(files[].state) C(link)), or of the link this project made
+          (C(retired)), an absolute path.
         type: str
       after:
         description: What to run once after the writes when this file changed.

@@ -28,10 +28,14 @@ RECORD_PATH = PATHS["converged_record"]
 # facts). tests/unit/test_converged.py checks that every destination in the roles' tasks is covered.
 MANAGED_PATHS = (
     PATHS["libexec"] + "/*",
-    "/etc/modprobe.d/gdrdrv.conf",
     "/etc/modprobe.d/gdrcopy-ansible-*.conf",
+    "/etc/systemd/system/gdrcopy-ansible.service",
+    "/etc/systemd/system/*.wants/gdrcopy-ansible.service",
+    # the names of the modprobe.d options and the unit before 0.3.0, which upstream's packaging uses too: the files
+    # step retires them, the uninstall removes them, only when this project wrote them (gdrcopy_fileops.MARKER)
+    "/etc/modprobe.d/gdrdrv.conf",
     "/etc/systemd/system/gdrcopy.service",
-    "/etc/systemd/system/*.wants/gdrcopy.service",
+    "/etc/systemd/system/multi-user.target.wants/gdrcopy.service",
     "/etc/ld.so.conf.d/gdrcopy.conf",
     "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
     "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible",

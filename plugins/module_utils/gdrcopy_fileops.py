@@ -164,11 +164,15 @@ def reboot_flag(module, required, check_mode=False, root="/"):
 
 # --- a role's files (gdrcopy_files, and gdrcopy_build after its install; documented in doc_fragments/files.py) ------
 
+# The first line of every file the roles render from a template (and of the DKMS drop-in gdrcopy_mok writes): what
+# tells this project's files from others' at a name both use.
+MARKER = b"Ansible managed (gdrcopy-ansible"
+
 FILE_OPTIONS = dict(
     dest=dict(type="str", required=True),
     content=dict(type="str"),
     mode=dict(type="str", default="0644"),
-    state=dict(type="str", choices=["present", "absent", "directory", "link"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "directory", "link", "retired"], default="present"),
     src=dict(type="str"),
     after=dict(type="str", choices=["none", "ldconfig", "daemon-reload"], default="none"),
 )
@@ -198,9 +202,12 @@ def check_entry(entry):
         src = entry["src"] or ""
         if not src.startswith("/") or "\0" in src or "\n" in src or entry["content"] is not None:
             return "files: the link %s wants an absolute src and no content" % dest
+    elif entry["state"] == "retired":
+        if entry["content"] is not None or not (entry["src"] is None or entry["src"].startswith("/")):
+            return "files: %s is retired: no content, and src only as the absolute target of our link" % dest
     elif entry["src"] is not None:
         return "files: %s is no link and has no src" % dest
-    if entry["state"] != "absent":
+    if entry["state"] not in ("absent", "retired"):
         if not MODE_RE.match(entry["mode"] or ""):
             return "files: %s has mode %r, not an octal mode such as 0644" % (dest, entry["mode"])
     return None
@@ -218,9 +225,22 @@ def check_files(entries, groups):
                          % bad[0])
 
 
+def retired(dest, src):
+    """What became of a name this project used to write, as current() has it for action_for: None when it is not
+    ours (a file without MARKER, a link that does not point at src) or absent, else (None, None, None)."""
+    if os.path.islink(dest):
+        return (None, None, None) if src and os.readlink(dest) == src else None
+    try:
+        with open(dest, "rb") as handle:
+            head = handle.read(200)
+    except (IOError, OSError):
+        return None
+    return (None, None, None) if MARKER in head else None
+
+
 def action_for(entry, have, uid):
     """What has to happen to one file: created, updated, mode, removed or ok (pure)."""
-    if entry["state"] == "absent":
+    if entry["state"] in ("absent", "retired"):
         return "ok" if have is None else "removed"
     if have is None:
         return "created"
@@ -323,7 +343,8 @@ def converge_files(module, entries, groups, check=False, diff=False):
     needed = set()
     for entry in entries or []:
         dest = entry["dest"]
-        have = {"directory": current_directory, "link": current_link}.get(entry["state"], current)(dest)
+        have = (retired(dest, entry["src"]) if entry["state"] == "retired" else
+                {"directory": current_directory, "link": current_link}.get(entry["state"], current)(dest))
         if have == "other":
             raise FilesError("%s is there and is no %s: move it away, then run again" % (
                 dest, {"directory": "directory", "link": "symbolic link"}.get(entry["state"], "regular file")),
@@ -339,7 +360,8 @@ def converge_files(module, entries, groups, check=False, diff=False):
             result["diff"].append({"before_header": dest, "after_header": dest,
                                    "before": "-> %s\n" % have[1] if have else "", "after": "-> %s\n" % entry["src"]})
         elif diff and action in ("created", "updated", "removed") and entry["state"] != "directory":
-            before = text_of(have[0]) if have and have[0] is not None else ""
+            before = text_of(have[0]) if have and have[0] is not None else (
+                "(written by gdrcopy-ansible before 0.3.0)\n" if entry["state"] == "retired" else "")
             result["diff"].append({"before_header": dest, "after_header": dest, "before": before,
                                    "after": "" if entry["state"] == "absent" else entry["content"]})
         if check:
@@ -366,7 +388,8 @@ def write_entry(module, entry, action, uid):
     elif entry["state"] == "link":
         point_link(dest, entry["src"])
     elif action == "removed":
-        os.unlink(dest)
+        if os.path.lexists(dest):
+            os.unlink(dest)
     elif action == "mode":
         os.chmod(dest, int(entry["mode"], 8))
         os.chown(dest, uid, os.getegid())

@@ -42,14 +42,14 @@ EXAMPLES = r"""
 - name: Install the gdrcopy role's files
   gpufleet.gdrcopy.gdrcopy_files:
     files:
-      - dest: /etc/modprobe.d/gdrdrv.conf
+      - dest: /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf
         content: "{{ lookup('ansible.builtin.template', 'modprobe-gdrdrv.conf.j2') }}"
-      - dest: /etc/systemd/system/gdrcopy.service
+      - dest: /etc/systemd/system/gdrcopy-ansible.service
         content: "{{ lookup('ansible.builtin.template', 'gdrcopy.service.j2') }}"
         after: daemon-reload
-      - dest: /etc/systemd/system/multi-user.target.wants/gdrcopy.service
+      - dest: /etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service
         state: link
-        src: /etc/systemd/system/gdrcopy.service
+        src: /etc/systemd/system/gdrcopy-ansible.service
       - dest: /etc/kernel/postinst.d/zz-gdrcopy-ansible
         state: absent
     groups: [gdrdrv]
@@ -61,7 +61,7 @@ files:
   returned: always
   type: list
   elements: dict
-  sample: [{"dest": "/etc/modprobe.d/gdrdrv.conf", "action": "updated"}]
+  sample: [{"dest": "/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf", "action": "updated"}]
 changed_files:
   description: The paths written or removed (in check mode, that would be).
   returned: always

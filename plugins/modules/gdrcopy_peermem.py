@@ -24,7 +24,7 @@ description:
     writes a modprobe.d file that keeps it from loading at boot, which any other state removes.
   - In an image (O(image)) nothing is loaded or unloaded; the answer says what loads at boot.
   - With O(read), an answer that needs nothing done on the host comes from that read, on the controller.
-  - The boot-time load is the gdrcopy role's (its C(gdrcopy.service) loads RV(boot_modules) between nvidia and
+  - The boot-time load is the gdrcopy role's (its C(gdrcopy-ansible.service) loads RV(boot_modules) between nvidia and
     gdrdrv).
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)

@@ -15,14 +15,14 @@ description:
   - Unloads gdrdrv (C(rmmod), then removes C(/dev/gdrdrv)) when nothing holds it; when a process holds
     C(/dev/gdrdrv) it stays loaded until the next boot (RV(pending)), which loads nothing of this project any more.
   - Removes every file the collection's roles write (module_utils/gdrcopy_converged.py C(MANAGED_PATHS)) - the
-    helpers, C(/etc/modprobe.d/gdrdrv.conf) and the nvidia_peermem role's C(gdrcopy-ansible-*.conf), the boot unit
+    helpers, C(/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf) and the nvidia_peermem role's C(gdrcopy-ansible-*.conf), the boot unit
     and its C(.wants) link, the loader path, the kernel hook, the driver record, the DKMS drop-in, the signer link -
     and gdrdrv under C(/lib/modules/<kernel>/updates/gdrcopy/) for every kernel, the libraries that C(gdrcopy-install)
     put under O(prefix) and its C(current) link, O(build_root), and the state directory. Then the parent
     directories that this emptied, C(depmod) for each installed kernel that lost gdrdrv, C(ldconfig) and
     C(systemctl daemon-reload) (not in an image root).
-  - A file at one of the names another packaging also uses (C(/etc/modprobe.d/gdrdrv.conf),
-    C(/etc/systemd/system/gdrcopy.service)) is removed only when this project wrote it; otherwise it is kept and
+  - A file at one of the names another packaging also uses (C(/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf),
+    C(/etc/systemd/system/gdrcopy-ansible.service)) is removed only when this project wrote it; otherwise it is kept and
     named in RV(foreign).
   - The signing key in O(key_dir) is kept unless O(keep_key) is false; the device group only goes when O(group) names
     it. With O(packages), the packages the roles installed because the host lacked them (their record on the host)
@@ -252,7 +252,7 @@ def uninstall(module, params):
     try:
         if is_live and found["unit"] and os.path.isdir("/run/systemd/system"):
             if not check:  # a oneshot unit without ExecStop: this only marks it inactive
-                command(module, [module.get_bin_path("systemctl", required=True), "stop", "gdrcopy.service"], "",
+                command(module, [module.get_bin_path("systemctl", required=True), "stop", "gdrcopy-ansible.service"], "",
                         ok=(0, 5))
             result["ran"].append("stop")
         if is_live:

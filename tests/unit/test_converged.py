@@ -37,11 +37,11 @@ def record(root, inputs=INPUTS):
 
 @pytest.fixture
 def converged_root(working_root):  # noqa: F811 (the fixture imported above)
-    write(working_root, "/etc/modprobe.d/gdrdrv.conf", "options gdrdrv use_persistent_mapping=1\n")
-    write(working_root, "/etc/systemd/system/gdrcopy.service", "[Unit]\n")
+    write(working_root, "/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf", "options gdrdrv use_persistent_mapping=1\n")
+    write(working_root, "/etc/systemd/system/gdrcopy-ansible.service", "[Unit]\n")
     os.makedirs(os.path.join(working_root, "etc/systemd/system/multi-user.target.wants"))
-    os.symlink("/etc/systemd/system/gdrcopy.service",
-               os.path.join(working_root, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+    os.symlink("/etc/systemd/system/gdrcopy-ansible.service",
+               os.path.join(working_root, "etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service"))
     write(working_root, "/usr/local/libexec/gdrcopy-ansible/gdrdrv-mknod", "#!/bin/sh\n")
     write(working_root, "/var/lib/gdrcopy-ansible/mok/mok.der", b"0\x82")
     # the library install as gdrcopy-install leaves it: its stamp and the manifest of its files
@@ -65,8 +65,8 @@ def test_the_host_a_verified_run_recorded_is_converged(converged_root):
     c = gather(converged_root)["converged"]
     assert (c["ok"], c["differences"]) == (True, [])
     files = c["state"]["files"]
-    assert files["/etc/modprobe.d/gdrdrv.conf"].startswith("sha256:") and " mode:0644 " in files["/etc/modprobe.d/gdrdrv.conf"]
-    assert files["/etc/systemd/system/multi-user.target.wants/gdrcopy.service"] == "link:/etc/systemd/system/gdrcopy.service"
+    assert files["/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf"].startswith("sha256:") and " mode:0644 " in files["/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf"]
+    assert files["/etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service"] == "link:/etc/systemd/system/gdrcopy-ansible.service"
     assert files["/opt/gdrcopy/current"] == "link:2.6"
     assert [m["content"][:7] for m in c["state"]["kernels"][0]["gdrdrv"]] == ["sha256:"]
     assert c["state"]["running"]["gdrdrv_current"] is True and c["state"]["running"]["device"]["ok"] is True
@@ -102,7 +102,7 @@ def change_kernel(root):
 
 
 def change_file(root):
-    write(root, "/etc/modprobe.d/gdrdrv.conf", "options gdrdrv use_persistent_mapping=0\n")
+    write(root, "/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf", "options gdrdrv use_persistent_mapping=0\n")
 
 
 def add_file(root):
@@ -110,7 +110,7 @@ def add_file(root):
 
 
 def remove_unit_link(root):
-    os.unlink(os.path.join(root, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+    os.unlink(os.path.join(root, "etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service"))
 
 
 def unload_gdrdrv(root):
@@ -143,9 +143,9 @@ def change_build_stamp(root):
 
 @pytest.mark.parametrize("change, expected", [
     (change_kernel, r"^kernels\.6\.1\.0-52-amd64 is new$"),
-    (change_file, r"^files\./etc/modprobe\.d/gdrdrv\.conf changed \(\"sha256:"),
+    (change_file, r"^files\./etc/modprobe\.d/gdrcopy-ansible-gdrdrv\.conf changed \(\"sha256:"),
     (add_file, r"^files\./etc/modprobe\.d/gdrcopy-ansible-nv_peer_mem\.conf is new$"),
-    (remove_unit_link, r"^files\./etc/systemd/system/multi-user\.target\.wants/gdrcopy\.service is gone$"),
+    (remove_unit_link, r"^files\./etc/systemd/system/multi-user\.target\.wants/gdrcopy-ansible\.service is gone$"),
     (unload_gdrdrv, r"^running\.gdrdrv_current changed \(true -> false\)$"),
     (rebuild_gdrdrv, r"^kernels\.6\.1\.0-50-amd64\.gdrdrv changed"),
     (change_device_mode, r"^running\.device\.mode changed \(\"06[46]0\" -> \"0666\"\)$"),
@@ -443,13 +443,13 @@ def test_every_managed_path_changed_makes_the_host_not_converged(working_root, p
 
 def test_the_files_that_gdrcopy_files_writes_are_checked_too():
     dests = [d for dummy, m, d, dummy in destinations() if m == "gpufleet.gdrcopy.gdrcopy_files"]
-    assert {"/etc/systemd/system/gdrcopy.service", "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
+    assert {"/etc/systemd/system/gdrcopy-ansible.service", "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
             "{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf",
             "{{ __mok_signing_libexec }}/mok-keygen"} <= set(dests)
 
 
 def test_the_units_wants_link_is_where_its_install_section_wants_it():
-    """gdrcopy_files enables gdrcopy.service by the link systemctl enable makes: the link's directory must be the
+    """gdrcopy_files enables gdrcopy-ansible.service by the link systemctl enable makes: the link's directory must be the
     unit's WantedBy target, and the unit must have nothing else in [Install] that enable would act on."""
     unit = (REPO / "roles" / "gdrcopy" / "templates" / "gdrcopy.service.j2").read_text()
     install = unit.split("[Install]", 1)[1]
@@ -457,5 +457,5 @@ def test_the_units_wants_link_is_where_its_install_section_wants_it():
     role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
     links = [f for f in role_vars["__gdrcopy_files"]["gdrcopy_persist"] if f.get("state") == "link"]
     assert list(keys) == ["WantedBy"]
-    assert links == [{"dest": "/etc/systemd/system/%s.wants/gdrcopy.service" % keys["WantedBy"].strip(),
-                      "state": "link", "src": "/etc/systemd/system/gdrcopy.service"}]
+    assert links == [{"dest": "/etc/systemd/system/%s.wants/gdrcopy-ansible.service" % keys["WantedBy"].strip(),
+                      "state": "link", "src": "/etc/systemd/system/gdrcopy-ansible.service"}]

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 UID = os.geteuid()
 
 
-def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enabled=0\n", mode="0644",
+def entry(dest="/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf", content="options gdrdrv dbg_enabled=0\n", mode="0644",
           state="present", after="none", src=None):
     return {"dest": dest, "content": content, "mode": mode, "state": state, "after": after, "src": src}
 
@@ -30,11 +30,11 @@ def entry(dest="/etc/modprobe.d/gdrdrv.conf", content="options gdrdrv dbg_enable
     (entry(dest="/etc/modprobe.d/"), "is not an absolute file path without '..'"),
     (entry(mode="644; chmod 777 /"), "has mode '644; chmod 777 /', not an octal mode such as 0644"),
     (entry(mode="0999"), "not an octal mode"),
-    (entry(content=None), "files: /etc/modprobe.d/gdrdrv.conf has no content"),
-    (entry(state="directory"), "files: /etc/modprobe.d/gdrdrv.conf is a directory and has no content"),
+    (entry(content=None), "files: /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf has no content"),
+    (entry(state="directory"), "files: /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf is a directory and has no content"),
     (entry(state="directory", content=None, mode="rwx"), "has mode 'rwx', not an octal mode"),
     (entry(state="link", content=None, src="gdrcopy.service"), "wants an absolute src and no content"),
-    (entry(state="link", src="/etc/systemd/system/gdrcopy.service"), "wants an absolute src and no content"),
+    (entry(state="link", src="/etc/systemd/system/gdrcopy-ansible.service"), "wants an absolute src and no content"),
     (entry(src="/etc/x"), "is no link and has no src"),
 ])
 def test_a_bad_entry_is_refused_with_its_path(bad, sentence):
@@ -251,3 +251,36 @@ def test_a_missing_group_is_made_first_and_an_existing_one_left(monkeypatch):
     assert M.run(m)["groups"] == [{"name": "GPU.users", "action": "created"}]
     with pytest.raises(Failed, match="groups: gdr drv is no group name"):
         M.run(Stub([], groups=["gdr drv"]))
+
+
+def test_a_retired_name_goes_only_where_this_project_wrote_it(tmp_path):
+    """The names before 0.3.0 (gdrdrv.conf, gdrcopy.service and its wants link), which upstream's packaging uses too."""
+    conf, unit = tmp_path / "gdrdrv.conf", tmp_path / "gdrcopy.service"
+    wants = tmp_path / "multi-user.target.wants" / "gdrcopy.service"
+    retired = [entry(dest=str(wants), state="retired", content=None, src=str(unit)),
+               entry(dest=str(unit), state="retired", content=None, after="daemon-reload"),
+               entry(dest=str(conf), state="retired", content=None)]
+    assert M.run(Stub(retired))["changed"] is False  # none there
+    header = "# Ansible managed (gdrcopy-ansible, role gdrcopy): changes here are overwritten by the next run.\n"
+    conf.write_text(header + "install gdrdrv ...\n")
+    unit.write_text(header + "[Unit]\n")
+    wants.parent.mkdir()
+    wants.symlink_to(unit)
+    r = M.run(Stub(retired, check_mode=True, diff=True))
+    assert r["changed_files"] == [str(wants), str(unit), str(conf)] and conf.exists() and os.path.islink(wants)
+    assert r["diff"][1]["before"] == "(written by gdrcopy-ansible before 0.3.0)\n"
+    r = M.run(Stub(retired))
+    assert [f["action"] for f in r["files"]] == ["removed", "removed", "removed"]
+    assert not (conf.exists() or unit.exists() or os.path.lexists(wants))
+    # upstream's: a file without the header, a wants link to its own unit
+    conf.write_text("options gdrdrv dbg_enabled=0\n")
+    wants.symlink_to("/usr/lib/systemd/system/gdrcopy.service")
+    r = M.run(Stub(retired))
+    assert r["changed"] is False and conf.exists() and os.path.islink(wants)
+
+
+def test_a_retired_entry_takes_no_content():
+    assert FO.check_entry(entry(state="retired")) == (
+        "files: /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf is retired: no content, and src only as the absolute "
+        "target of our link")
+    assert FO.check_entry(entry(state="retired", content=None)) is None

@@ -144,7 +144,7 @@ def test_the_plan_says_why_every_step_runs(tmp_path):
     cases = {
         "unpinned": {"__gdrcopy_in": {"source": git, "gdrcopy_fast_rerun": True}},
         "differs": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": True},
-                    "gdrcopy_preflight_info": {"converged": {"differences": ["files./etc/modprobe.d/gdrdrv.conf changed"]},
+                    "gdrcopy_preflight_info": {"converged": {"differences": ["files./etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf changed"]},
                                                "live": True, "smoke": {"passed": False, "msg": "failed: no /dev/gdrdrv"}}},
         # An image is never smoke-checked: that is no reason.
         "image": {"__gdrcopy_in": {"source": {"type": "tarball"}, "gdrcopy_fast_rerun": True},
@@ -168,7 +168,7 @@ def test_the_plan_says_why_every_step_runs(tmp_path):
                 for t in json.loads(r.stdout)["plays"][0]["tasks"])
     assert said["unpinned"] == ("not converged: the git source https://example.org/gdrcopy.git main is not pinned "
                                 "(gdrcopy_allow_unpinned), so it may have moved since the last run; every step runs.")
-    assert said["differs"] == ("not converged: files./etc/modprobe.d/gdrdrv.conf changed; the smoke check failed: "
+    assert said["differs"] == ("not converged: files./etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf changed; the smoke check failed: "
                                "no /dev/gdrdrv")
     assert said["image"] == "not converged: kernels.6.12.0-1-amd64 is new"
     assert said["no_check"].startswith("every step runs (no converged check in this run")

@@ -60,14 +60,14 @@ def install(root):
     leave: gdrdrv per kernel, the library under the prefix, build dirs, records, the key, the packages record."""
     for dummy, module, dest, task in destinations():
         path, entry = resolve(dest), task[module]
-        if "{{" in path or module.endswith((".stat", ".find", ".slurp")) or entry.get("state") in ("link", "absent"):
-            continue  # read only, or not a file
+        if "{{" in path or module.endswith((".stat", ".find", ".slurp")) or entry.get("state") in ("link", "absent", "retired"):
+            continue  # read only, or not a file the roles write
         write(root, path, HEADER)
-    write(root, "/etc/modprobe.d/gdrdrv.conf", HEADER + "install gdrdrv ...\n")
+    write(root, "/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf", HEADER + "install gdrdrv ...\n")
     write(root, "/etc/modprobe.d/gdrcopy-ansible-nv_peer_mem.conf", "# Ansible managed (gdrcopy-ansible, role "
           "nvidia_peermem)\nblacklist nv_peer_mem\n")
-    write(root, "/etc/systemd/system/gdrcopy.service", HEADER + "[Unit]\n")
-    link(root, "/etc/systemd/system/multi-user.target.wants/gdrcopy.service", "/etc/systemd/system/gdrcopy.service")
+    write(root, "/etc/systemd/system/gdrcopy-ansible.service", HEADER + "[Unit]\n")
+    link(root, "/etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service", "/etc/systemd/system/gdrcopy-ansible.service")
     write(root, "/etc/ld.so.conf.d/gdrcopy.conf", HEADER + "/opt/gdrcopy/current/lib\n")
     write(root, "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible", "#!/bin/sh\n")
     write(root, "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf", "mok_signing_key='/x'\n")
@@ -103,6 +103,24 @@ def test_an_uninstall_leaves_the_tree_as_it_was_before_the_first_run(before):
     assert (again["files"], again["dirs"], again["kernels"]) == ([], [], [])
 
 
+def test_the_names_before_0_3_0_go_where_this_project_wrote_them_and_upstreams_stay(before):
+    install(before)
+    write(before, "/etc/modprobe.d/gdrdrv.conf", HEADER + "install gdrdrv ...\n")  # ours, from an older release
+    write(before, "/etc/systemd/system/gdrcopy.service", HEADER + "[Unit]\n")
+    link(before, "/etc/systemd/system/multi-user.target.wants/gdrcopy.service", "/etc/systemd/system/gdrcopy.service")
+    found = U.plan(before, PREFIX, BUILD, KEYS, keep_key=False)
+    assert {"/etc/modprobe.d/gdrdrv.conf", "/etc/systemd/system/gdrcopy.service",
+            "/etc/systemd/system/multi-user.target.wants/gdrcopy.service"} <= set(found["files"])
+    assert found["foreign"] == []
+    # upstream's EL9 unit, enabled: its wants link is not ours
+    os.unlink(os.path.join(before, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+    link(before, "/etc/systemd/system/multi-user.target.wants/gdrcopy.service", "/usr/lib/systemd/system/gdrcopy.service")
+    found = U.plan(before, PREFIX, BUILD, KEYS, keep_key=False)
+    assert found["foreign"] == ["/etc/systemd/system/multi-user.target.wants/gdrcopy.service"]
+    U.remove(before, found)
+    assert os.path.islink(os.path.join(before, "etc/systemd/system/multi-user.target.wants/gdrcopy.service"))
+
+
 def test_the_key_is_kept_unless_asked_for(before):
     install(before)
     found = U.plan(before, PREFIX, BUILD, KEYS, keep_key=True)
@@ -123,7 +141,8 @@ def test_a_key_kept_elsewhere_goes_only_when_asked_for(before):
 
 
 def test_files_at_our_names_that_we_did_not_write_are_kept(before):
-    """Upstream's packaging ships /etc/modprobe.d/gdrdrv.conf too; a unit of the same name may be the admin's."""
+    """Upstream's packaging uses /etc/modprobe.d/gdrdrv.conf and gdrcopy.service too (this project's names before
+    0.3.0); a unit of that name in /etc may be the admin's."""
     write(before, "/etc/modprobe.d/gdrdrv.conf", "# upstream gdrdrv-dkms\noptions gdrdrv dbg_enabled=0\n")
     write(before, "/etc/systemd/system/gdrcopy.service", "[Unit]\nDescription=site unit\n")
     found = U.plan(before, PREFIX, BUILD, KEYS, keep_key=True)

@@ -127,14 +127,14 @@ def test_chain_loaded_at_boot_in_order_without_a_rerun(host):
     assert "nvidia" in modules and "nvidia_peermem" in modules and "gdrdrv" in modules
     # /proc/modules lists the newest first: nvidia, then nvidia-peermem, then gdrdrv
     assert modules.index("gdrdrv") < modules.index("nvidia_peermem") < modules.index("nvidia"), modules
-    unit = host.file("/etc/systemd/system/gdrcopy.service").content_string
+    unit = host.file("/etc/systemd/system/gdrcopy-ansible.service").content_string
     assert re.findall(r"^ExecStart=(.*)$", unit, re.M)[:3] == [
         "/sbin/modprobe nvidia", "-/sbin/modprobe nvidia-peermem", "/sbin/modprobe gdrdrv"]
     assert host.file("/sys/module/gdrdrv").is_directory
     assert "gdrdrv" in host.file("/sys/module/nvidia/holders").listdir()
-    assert host.service("gdrcopy.service").is_enabled
-    assert host.run("systemctl is-active gdrcopy.service").stdout.strip() == "active"
-    assert "Finished gdrcopy.service" in host.check_output("journalctl -b -u gdrcopy.service -o cat")
+    assert host.service("gdrcopy-ansible.service").is_enabled
+    assert host.run("systemctl is-active gdrcopy-ansible.service").stdout.strip() == "active"
+    assert "Finished gdrcopy-ansible.service" in host.check_output("journalctl -b -u gdrcopy-ansible.service -o cat")
 
 
 def test_device_node_has_the_configured_mode_group_and_major(host):
@@ -152,7 +152,7 @@ def test_gdrdrv_runs_with_the_releases_defaults_and_no_option_is_written(host):
     params = host.file("/proc/driver/gdrdrv/params").content_string
     assert "dbg_enabled: 0" in params and "info_enabled: 0" in params
     assert re.search(r"^Use persistent mapping: (yes|1)$", params, re.M), params
-    conf = host.file("/etc/modprobe.d/gdrdrv.conf")
+    conf = host.file("/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf")
     assert conf.contains("^install gdrdrv ") and not conf.contains("^options")
     assert "unknown parameter" not in host.check_output("journalctl -k -b --no-pager | grep gdrdrv || true")
 

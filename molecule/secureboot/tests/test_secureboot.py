@@ -61,7 +61,7 @@ def test_gdrdrv_is_signed_by_our_key_for_every_kernel(host, kernel_index):
 def test_signed_gdrdrv_loaded_at_boot_with_its_device(host):
     modules = host.check_output("cut -d' ' -f1 /proc/modules").split()
     assert modules.index("gdrdrv") < modules.index("nvidia"), "/proc/modules lists the newest first"
-    assert "Finished gdrcopy.service" in host.check_output("journalctl -b -u gdrcopy.service -o cat")
+    assert "Finished gdrcopy-ansible.service" in host.check_output("journalctl -b -u gdrcopy-ansible.service -o cat")
     assert host.run("test -c /dev/gdrdrv").rc == 0
     dev = host.file("/dev/gdrdrv")
     assert dev.mode == 0o660 and dev.group == "gdrcopy"
