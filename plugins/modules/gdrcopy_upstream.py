@@ -27,7 +27,7 @@ version_added: "0.3.0"
 author: gdrcopy-ansible contributors (@gpufleet)
 options:
   image:
-    description: The target is an image root (no running system): no C(daemon-reload).
+    description: The target is an image root (no running system), so no C(daemon-reload) runs.
     type: bool
     default: false
 attributes:
