@@ -21,7 +21,7 @@ description:
     the boot sequence, then the file), the unit, helper, modprobe.d file, udev rules, DKMS source trees and libraries,
     and each C(gdrdrv) file outside this project's C(updates/gdrcopy/) (then C(depmod) for its kernel); then
     C(ldconfig) and C(systemctl daemon-reload) when a library or a unit went.
-  - A loaded upstream gdrdrv is left loaded: the gdrcopy role's load step reloads gdrdrv when nothing holds it.
+  - A loaded upstream gdrdrv is left loaded; the gdrcopy role's load step reloads gdrdrv when nothing holds it.
   - Nothing to remove, nothing changes.
 version_added: "0.3.0"
 author: gdrcopy-ansible contributors (@gpufleet)
