@@ -66,7 +66,7 @@ def choose_source_package(source_query, candidates, driver_version):
         "no NVIDIA kernel source package for driver %s: the package manager has %s. Install the driver and its source "
         "from one release (or the source package in version %s by hand), or set gdrcopy_nvidia_src_dir to the "
         "directory holding nv-p2p.h for it. Nothing was changed." % (
-            driver_version, "; ".join("%s %s" % (name, ", ".join(v for v, _ in listed[name]) or "(no version read)")
+            driver_version, "; ".join("%s %s" % (name, ", ".join(v[0] for v in listed[name]) or "(no version read)")
                                       for name in candidates if name in listed), driver_version))
 
 

@@ -538,7 +538,7 @@ def rollback(params, check=False, modules_root=P.MODULES_ROOT, run=None, rollbac
         out["diff"].append({"before_header": link, "after_header": link, "before": "-> %s\n" % before,
                             "after": "-> %s\n" % target})
         if not check:
-            r = (run or subprocess.run)(["ldconfig"], capture_output=True, text=True, errors="replace")
+            r = (run or subprocess.run)(["ldconfig"], capture_output=True, text=True, errors="replace", check=False)
             if r.returncode != 0:
                 return out, "ldconfig failed after the rollback: %s" % P.last_words(r.stdout, r.stderr)
             out["lib"]["ldconfig"] = True
