@@ -413,6 +413,8 @@ KINDS = {
         "gdrcopy_uninstall_key": boolean,
         "gdrcopy_uninstall_key_dir": node_path(not_under=_SYSTEM),
         "gdrcopy_uninstall_packages": boolean,
+        "gdrcopy_uninstall_mok": boolean,
+        "gdrcopy_uninstall_mok_password": password,
     },
     "mok_signing": {
         "mok_signing_enabled": boolean,
@@ -603,7 +605,7 @@ def check_role(role, options, values, shipped_releases=None):
 # Inputs that change no state site.yml leaves (the fast-rerun switch, what playbooks/uninstall.yml removes): out of
 # the digest, so that setting one does not make a converged host run every step.
 NOT_STATE = ("gdrcopy_fast_rerun", "gdrcopy_uninstall_group", "gdrcopy_uninstall_key", "gdrcopy_uninstall_key_dir",
-             "gdrcopy_uninstall_packages")
+             "gdrcopy_uninstall_packages", "gdrcopy_uninstall_mok", "gdrcopy_uninstall_mok_password")
 
 
 def digest(normalised, options, leave_out=(), files=None):

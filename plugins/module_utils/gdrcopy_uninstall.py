@@ -32,6 +32,7 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline 
     MODULE_FILE, MODULE_SUBDIR, MODULES_ROOT, PATHS)
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_converged import MANAGED_PATHS
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 
 MARKER = FO.MARKER
 # Files at the names this project used before 0.3.0, which upstream's packaging uses too: removed only when they carry
@@ -212,3 +213,50 @@ def removable(wanted, simulate):
     if len(names) > 1 and not alone(names):
         names = []
     return names, [n for n in wanted if n not in names]
+
+
+# --- the MOK ---------------------------------------------------------------------------------------------------
+
+def list_serials(text):
+    """The serial numbers `mokutil --list-delete` (or --list-new) prints, normalised as gdrcopy_parsers does: one per
+    key, "Serial Number:" followed by the number on the same line or the next."""
+    serials, want = [], False
+    for line in (text or "").splitlines():
+        m = re.match(r"^\s*Serial Number:\s*(\S.*)?$", line)
+        if m:
+            if m.group(1):
+                serials.append(P.normalize_serial(m.group(1).split()[0]))
+            else:
+                want = True
+            continue
+        if want and line.strip():
+            serials.append(P.normalize_serial(line.strip().split()[0]))
+            want = False
+    return serials
+
+
+def mok_deletion(state, serial, pending_serials):
+    """What an uninstall does about the certificate that signs this project's modules, from its MOK state (the text
+    of mokutil --test-key, gdrcopy_parsers.parse_mokutil_test_key) and the deletions already requested: request
+    (enrolled, no request yet), pending (requested, waiting for MokManager), absent (not enrolled), or unknown."""
+    if serial and serial in pending_serials:
+        return "pending"
+    if state == "enrolled":
+        return "request"
+    if state in ("not_enrolled", "in_db", "blocked", "pending"):
+        return "absent"
+    return "unknown"
+
+
+def mok_message(action, cert):
+    """The sentence the uninstall says about the certificate."""
+    return {
+        "request": "the deletion of %s from the MOK list is requested: confirm it at the console at the next boot "
+                   "(MokManager: Delete MOK, then the enrollment password); modules it signed stop loading once it "
+                   "is deleted" % cert,
+        "pending": "the deletion of %s from the MOK list waits for the console: confirm it in MokManager (Delete "
+                   "MOK) at the next boot" % cert,
+        "absent": "%s is not enrolled: nothing to delete from the MOK list" % cert,
+        "unknown": "the MOK state of %s is not known (no EFI, no mokutil, or no certificate): nothing was requested"
+                   % (cert or "the signing certificate"),
+    }[action]

@@ -56,6 +56,21 @@ options:
     description: Purge the packages the roles installed (their record on the host), when nothing else needs them.
     type: bool
     default: true
+  mok_delete:
+    description:
+      - Also ask for the deletion of the certificate that signs this project's modules (the one the signer link
+        C(/var/lib/gdrcopy-ansible/mok-signer.der) points at) from the MOK list, as the enrollment was asked for -
+        C(mokutil --delete) with O(mok_password) hashed into a 0600 file that is removed afterwards. The operator
+        confirms it at the next boot (MokManager, Delete MOK); until then RV(mok) says so and the reboot flag is set.
+      - Nothing is requested for a certificate that is not enrolled, or whose deletion is requested already; nothing on
+        an image or a host without EFI or mokutil.
+    type: bool
+    default: false
+  mok_password:
+    description: The password MokManager asks for to confirm the deletion (the mok_signing role's
+      C(mok_signing_enrollment_password)); required when a deletion is requested.
+    type: str
+    default: ""
   image:
     description: The root is an image (a chroot), not a running system - nothing is unloaded or reloaded.
     type: bool
@@ -121,14 +136,21 @@ packages:
   returned: always
   type: dict
   sample: {"removed": ["zstd"], "kept": [], "manager": "apt"}
+mok:
+  description: With O(mok_delete), the signing certificate (C(cert)), what was done about it (C(action) - C(request)
+    the deletion was asked for, C(pending) it was asked for before and waits for MokManager, C(absent) not enrolled,
+    C(unknown) no EFI, mokutil or certificate; C(kept) without O(mok_delete)) and the sentence about it (C(msg)).
+  returned: always
+  type: dict
 msg:
-  description: One sentence on what is left to do (gdrdrv held, kept files), or empty.
+  description: One sentence on what is left to do (gdrdrv held, kept files, a MOK deletion to confirm), or empty.
   returned: always
   type: str
 """
 
 import grp
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -143,6 +165,8 @@ ARGUMENT_SPEC = dict(
     keep_key=dict(type="bool", default=True),
     group=dict(type="str", default=""),
     packages=dict(type="bool", default=True),
+    mok_delete=dict(type="bool", default=False),
+    mok_password=dict(type="str", default="", no_log=True),
     image=dict(type="bool", default=False),
 )
 APT_ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
@@ -239,11 +263,55 @@ def remove_packages(module, names, check):
     return out
 
 
+def delete_mok(module, params, check):
+    """mok_delete: the deletion of the signing certificate from the MOK list requested (or found requested), as
+    {cert, action, msg}; UninstallError, before anything changes, when a request needs a password that is not given."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+    h = F.Host(module, "/", image=params["image"])
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
+    link = PATHS["mok_signer"]
+    # the certificate that signs (the signer link), else the generated or controller one kept in key_dir (an earlier
+    # uninstall removed the link and kept the key)
+    cert = os.path.realpath(link) if os.path.islink(link) and os.path.exists(link) else next(
+        (c for c in MOK.candidate_certs([], params["key_dir"]) if os.path.isfile(c)), "")
+    state = F.cert_mok_state(h, cert, os.path.isdir("/sys/firmware/efi"))
+    pending = []
+    mokutil = h.live_tool("mokutil")
+    if state["state"] != "unknown" and mokutil:
+        pending = U.list_serials(h.run([mokutil, "--list-delete"])[1])
+    action = U.mok_deletion(state["state"], state["serial"], pending)
+    out = {"cert": cert, "action": action, "msg": U.mok_message(action, cert)}
+    if action != "request":
+        return out
+    if not params["mok_password"]:
+        raise U.UninstallError("gdrcopy_uninstall_mok asks for the deletion of %s from the MOK list, which needs the "
+                               "password MokManager asks for: set mok_signing_enrollment_password (vault it), or "
+                               "leave gdrcopy_uninstall_mok false. Nothing was changed." % cert)
+    if check:
+        return out
+    openssl = module.get_bin_path("openssl", required=True)
+    rc, hashed, err = module.run_command([openssl, "passwd", "-6", "-stdin"], data=params["mok_password"])
+    if rc != 0:
+        raise U.UninstallError("openssl passwd failed (exit %d): %s" % (rc, err.strip()[-200:]))
+    handle, hash_file = tempfile.mkstemp(prefix="gdrcopy-mok-", dir="/run" if os.path.isdir("/run") else None)
+    try:
+        os.write(handle, (hashed.strip() + "\n").encode("ascii"))
+        os.close(handle)
+        command(module, [mokutil, "--delete", cert, "--hash-file", hash_file], "mokutil --delete %s" % cert)
+    finally:
+        os.unlink(hash_file)
+    return out
+
+
 def uninstall(module, params):
     check, is_live = module.check_mode, live(params["image"])
     result = {"changed": False, "removed": [], "foreign": [], "kept": [], "unloaded": False, "pending": False,
               "depmod": [], "ran": [], "group": "kept", "packages": {"removed": [], "kept": [], "manager": "apt"},
               "msg": ""}
+    # first, before anything changes (a request without its password stops here), and while the certificate and the
+    # signer link are still there
+    mok = delete_mok(module, params, check) if params["mok_delete"] and is_live else None
+    result["mok"] = mok or {"cert": "", "action": "kept", "msg": ""}
     found = U.plan("/", params["prefix"], params["build_root"], params["key_dir"], params["keep_key"])
     recorded = U.read_record("/") if params["packages"] else []
     result["foreign"] = found["foreign"]
@@ -257,8 +325,9 @@ def uninstall(module, params):
             result["ran"].append("stop")
         if is_live:
             unload(module, result, check)
-            # Debian's /run/reboot-required names the project while the held gdrdrv waits for a reboot, else not
-            if FO.reboot_flag(module, result["pending"], check):
+            # Debian's /run/reboot-required names the project while the held gdrdrv or a MOK deletion waits for a
+            # reboot, else not
+            if FO.reboot_flag(module, result["pending"] or result["mok"]["action"] in ("request", "pending"), check):
                 result["ran"].append("reboot-flag")
         # the packages first: their record is in the state directory, which goes next (a failed purge, say with
         # dpkg's lock held, leaves the record for the next run)
@@ -283,11 +352,15 @@ def uninstall(module, params):
         result["changed"] = True
         raise U.UninstallError(str(err), result)
     result["changed"] = bool(result["removed"] or result["unloaded"] or result["group"] == "removed"
-                             or result["packages"]["removed"] or "reboot-flag" in result["ran"])
+                             or result["packages"]["removed"] or "reboot-flag" in result["ran"]
+                             or result["mok"]["action"] == "request")
     kept = result["foreign"] + result["packages"]["kept"]
     if kept and not result["msg"]:
         result["msg"] = "kept: %s (%s)" % (", ".join(kept), "not written by gdrcopy-ansible, or needed by another "
                                            "installed package")
+    if result["mok"]["msg"]:
+        result["msg"] = (result["msg"] + ". " if result["msg"] else "") + result["mok"]["msg"][0].upper() + \
+            result["mok"]["msg"][1:] + "."
     return result
 
 

@@ -6,7 +6,7 @@ Standard library only, so molecule's create/destroy playbooks and `make demo` ca
     vm.py image                      build the cached disk image unless an identical one exists; print its dir
     vm.py up     --state DIR [--kernel K] [--firmware direct|secureboot]
                                      boot a VM on a copy-on-write overlay of the image; print JSON
-    vm.py reboot --state DIR [--kernel K] [--mok none|enroll|ignore] [--add-mok CERT.der]
+    vm.py reboot --state DIR [--kernel K] [--mok none|enroll|delete|ignore] [--add-mok CERT.der]
                                      shut the VM down cleanly and boot it again (on kernel K)
     vm.py down   --state DIR                stop the VM this state dir started and delete its overlay
     vm.py root   --state DIR                the image's root tree in DIR/root, with /proc, /sys, /dev and the
@@ -25,8 +25,8 @@ the accelerator: tcg, kvm, or auto (default: KVM only when a short probe boot re
 Firmware `direct` (default) starts the kernel with QEMU's -kernel. `secureboot` boots like a Secure Boot server:
 OVMF with Microsoft's keys enrolled and Secure Boot on (its variables kept per VM in DIR/efivars.fd, so MOK
 state survives reboots), an ESP holding Debian's signed shim, MokManager and grub, and Debian's signed kernel
-from the VM's disk. `reboot --mok enroll` answers MokManager over the serial console (pexpect) with the password
-in GDRCOPY_VM_MOK_PASSWORD; `--mok ignore` waits until MokManager has shown its prompt and lets it time out, as
+from the VM's disk. `reboot --mok enroll` (or `delete`, for a deletion request) answers MokManager over the serial
+console (pexpect) with the password in GDRCOPY_VM_MOK_PASSWORD; `--mok ignore` waits until MokManager has shown its prompt and lets it time out, as
 an unattended server does; `none` expects no MokManager.
 """
 
@@ -407,9 +407,9 @@ class VM:
         import pexpect  # the test venv has it; only this path needs it
         from pexpect import fdpexpect
 
-        password = os.environ.get("GDRCOPY_VM_MOK_PASSWORD", "") if action == "enroll" else ""
-        if action == "enroll" and not password:
-            self.fail("--mok enroll needs the enrollment password in GDRCOPY_VM_MOK_PASSWORD")
+        password = os.environ.get("GDRCOPY_VM_MOK_PASSWORD", "") if action in ("enroll", "delete") else ""
+        if action in ("enroll", "delete") and not password:
+            self.fail(f"--mok {action} needs the enrollment password in GDRCOPY_VM_MOK_PASSWORD")
         with socket.socket(socket.AF_UNIX) as s:
             for _ in range(50):
                 try:
@@ -441,12 +441,13 @@ class VM:
                 log("MokManager is up; nobody answers (the request lapses after its countdown)")
                 return
             step("Press any key to perform MOK management", [enter])
-            step("Enroll key from disk", [down, enter])   # main menu: Continue boot / Enroll MOK / ...
-            step("View key 0", [down, enter])             # Enroll MOK: View key 0 / Continue
-            step("Yes", [down, enter])                    # Enroll the key(s)? No / Yes
+            # The same keys for both: the request is the main menu's second item (Enroll MOK, or Delete MOK).
+            step("Enroll key from disk", [down, enter])   # main menu: Continue boot / Enroll MOK|Delete MOK / ...
+            step("View key 0", [down, enter])             # Enroll|Delete MOK: View key 0 / Continue
+            step("Yes", [down, enter])                    # Enroll|Delete the key(s)? No / Yes
             step("assword", [password + enter])           # Password:
             step("Reboot", [enter])                       # back at the menu: Reboot
-            log("MOK enrolled at MokManager; the VM reboots")
+            log(f"MOK {'enrolled' if action == 'enroll' else 'deleted'} at MokManager; the VM reboots")
 
     def wait_ready(self, start: float) -> None:
         """Wait until sshd answers and systemd has finished starting up."""
@@ -559,7 +560,7 @@ def main(argv: list[str]) -> int:
         if name in ("up", "reboot"):
             sp.add_argument("--kernel", default="default" if name == "up" else "")
         if name == "reboot":
-            sp.add_argument("--mok", choices=("none", "enroll", "ignore"), default="none",
+            sp.add_argument("--mok", choices=("none", "enroll", "delete", "ignore"), default="none",
                             help="what to do when MokManager comes up (secureboot firmware)")
             sp.add_argument("--add-mok", type=Path, help="enroll this DER certificate offline while the VM is off")
         if name == "up":

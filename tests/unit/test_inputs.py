@@ -358,7 +358,7 @@ OTHER_VALUE = {
     "gdrcopy_sign_command": ["/usr/local/bin/sign"],
     "mok_signing_host_key_paths": [], "mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der",
     "mok_signing_key_dir": "/srv/mok", "mok_signing_key_cn": "another name", "mok_signing_enrollment_password": "x",
-    "gdrcopy_uninstall_key_dir": "/srv/mok",
+    "gdrcopy_uninstall_key_dir": "/srv/mok", "gdrcopy_uninstall_mok_password": "x",
 }
 
 

@@ -258,3 +258,52 @@ def test_check_mode_offers_nothing_to_the_kernel(tmp_path):
     assert (out["unloaded"], module.calls, out["removed"]) == (True, [], [])
     M.unload(module, result(), check=False, sysfs=str(tmp_path / "not-loaded"))
     assert module.calls == []
+
+
+LIST_DELETE = """[key 1]
+SHA1 Fingerprint: 3a:0f:...
+Certificate:
+    Data:
+        Version: 3 (0x2)
+        Serial Number:
+            51:3a:0f:9c:1d
+        Signature Algorithm: sha256WithRSAEncryption
+        Issuer: CN = gdrcopy-vm module signing
+[key 2]
+        Serial Number: 4096 (0x1000)
+"""
+
+
+def test_the_serials_of_the_keys_waiting_for_deletion_are_read():
+    assert U.list_serials(LIST_DELETE) == ["513A0F9C1D", "4096"]
+    assert U.list_serials("MokDel is empty\n") == []
+
+
+@pytest.mark.parametrize("state, pending, action", [
+    ("enrolled", [], "request"),                  # enrolled: ask MokManager to delete it
+    ("enrolled", ["513A0F9C1D"], "pending"),       # asked already: wait for the console, ask nothing again
+    ("not_enrolled", [], "absent"),
+    ("pending", [], "absent"),                    # only its enrollment is pending: nothing to delete yet
+    ("unknown", [], "unknown"),                   # no EFI, no mokutil, no certificate
+])
+def test_what_an_uninstall_does_about_the_signing_certificate(state, pending, action):
+    assert U.mok_deletion(state, "513A0F9C1D", pending) == action
+    assert U.mok_message(action, "/var/lib/gdrcopy-ansible/mok/mok.der")
+
+
+def test_a_deletion_without_its_password_stops_before_anything_changes(monkeypatch, before):
+    from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_uninstall as M
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+    monkeypatch.setattr(F, "cert_mok_state", lambda h, cert, efi: {"state": "enrolled", "serial": "513A0F9C1D"})
+
+    class Module(StubModule):
+        @staticmethod
+        def get_bin_path(name, **kw):
+            return None  # no mokutil here: nothing pending can be listed
+
+    params = {"mok_delete": True, "mok_password": "", "image": False}
+    with pytest.raises(U.UninstallError, match="needs the password MokManager asks for: set "
+                                               "mok_signing_enrollment_password"):
+        M.delete_mok(Module(), params, check=False)
+    out = M.delete_mok(Module(check_mode=True), dict(params, mok_password="pw"), check=True)
+    assert out["action"] == "request" and "confirm it at the console" in out["msg"]
