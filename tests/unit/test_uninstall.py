@@ -301,7 +301,7 @@ def test_a_deletion_without_its_password_stops_before_anything_changes(monkeypat
         def get_bin_path(name, **kw):
             return None  # no mokutil here: nothing pending can be listed
 
-    params = {"mok_delete": True, "mok_password": "", "image": False}
+    params = {"mok_delete": True, "mok_password": "", "image": False, "key_dir": before + KEYS}
     with pytest.raises(U.UninstallError, match="needs the password MokManager asks for: set "
                                                "mok_signing_enrollment_password"):
         M.delete_mok(Module(), params, check=False)
