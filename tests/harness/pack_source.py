@@ -6,9 +6,9 @@
 Packs tests/fixtures/gdrcopy-src into DIR/gdrcopy-<version>.tar.gz (top folder gdrcopy-<version>/, like
 upstream's release tarballs; byte-for-byte reproducible), or, when GDRCOPY_SOURCE_TARBALL names a real
 release tarball, takes that file as it is. --version packs the fixture (always, GDRCOPY_SOURCE_TARBALL or not) as
-another release (the release-change tests:
-its library and gdrdrv report that MAJOR.MINOR); --defect packs a release that does not work: `compile` (gdrdrv
-does not build) or `version` (it builds and loads but reports the fixture's own version, so its smoke check fails). Writes DIR/source.json with the version, a file:// URL and the
+another release, whose library and gdrdrv report that MAJOR.MINOR (the release-change tests); --defect packs a
+release that does not work: `compile` (gdrdrv does not build) or `version` (it builds and loads but reports the
+fixture's own version, so its smoke check fails). Writes DIR/source.json with the version, a file:// URL and the
 sha256: the values the test inventory passes as gdrcopy_version, gdrcopy_source_url and gdrcopy_source_sha256.
 Standard library only.
 """
