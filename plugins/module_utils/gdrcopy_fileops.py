@@ -121,6 +121,12 @@ def record_packages(module, names, check_mode=False, path=PATHS["packages_record
     return ensure(module, path, data.encode("utf-8"), 0o644, check_mode)
 
 
+def write_packages(module, names, check_mode=False, path=PATHS["packages_record"]):
+    """The record holds exactly names (the uninstall keeps one it still needs): True when it changed."""
+    data = json.dumps({"installed": sorted(set(names))}, indent=1, sort_keys=True) + "\n"
+    return ensure(module, path, data.encode("utf-8"), 0o644, check_mode)
+
+
 # --- Debian's reboot flag (gdrcopy_verify after a run, gdrcopy_uninstall) ---------------------------------------
 REBOOT_FLAG = "/run/reboot-required"  # Debian's convention: unattended-upgrades, needrestart and motd read it
 REBOOT_PKGS = REBOOT_FLAG + ".pkgs"   # one line per package (here: the project) that asks for the reboot

@@ -88,7 +88,7 @@ def module_trees(root):
     return trees
 
 
-def plan(root, prefix, build_root, key_dir, keep_key):
+def plan(root, prefix, build_root, key_dir, keep_key, keep_paths=()):
     """What an uninstall removes on the tree at root, read only: {files, dirs, foreign, kernels, ldconfig, unit}.
 
     files: files and links, removed one by one; dirs: directories of the project, removed whole; foreign: files at
@@ -96,7 +96,7 @@ def plan(root, prefix, build_root, key_dir, keep_key):
     ldconfig / unit: whether the loader path or the boot unit goes."""
     prefix, build_root, key_dir = (p.rstrip("/") for p in (prefix, build_root, key_dir))
     files, dirs, foreign = set(), set(), set()
-    keep = {key_dir} if keep_key else set()
+    keep = ({key_dir} if keep_key else set()) | set(keep_paths)
     for pattern in MANAGED_PATHS:
         for path in _glob(root, pattern):
             if any(path == k or path.startswith(k + "/") for k in keep):
@@ -121,10 +121,10 @@ def plan(root, prefix, build_root, key_dir, keep_key):
             dirs.add(d)
     state = PATHS["state_dir"]
     if os.path.isdir(_under(root, state)):
-        if keep_key and (key_dir == state or key_dir.startswith(state + "/")):
+        if any(k == state or k.startswith(state + "/") for k in keep):
             for child in sorted(os.listdir(_under(root, state))):
                 path = state + "/" + child
-                if not (key_dir == path or key_dir.startswith(path + "/")):
+                if not any(k == path or k.startswith(path + "/") for k in keep):
                     (dirs if os.path.isdir(_under(root, path)) and not os.path.islink(_under(root, path))
                      else files).add(path)
         else:

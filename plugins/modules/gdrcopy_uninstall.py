@@ -312,8 +312,13 @@ def uninstall(module, params):
     # signer link are still there
     mok = delete_mok(module, params, check) if params["mok_delete"] and is_live else None
     result["mok"] = mok or {"cert": "", "action": "kept", "msg": ""}
-    found = U.plan("/", params["prefix"], params["build_root"], params["key_dir"], params["keep_key"])
     recorded = U.read_record("/") if params["packages"] else []
+    # mokutil stays (and stays recorded) while the MOK deletion waits: the next uninstall reads its state with it,
+    # and purges it once the deletion is done
+    waits = result["mok"]["action"] in ("request", "pending")
+    keep_for_mok = [n for n in recorded if waits and n == "mokutil"]
+    found = U.plan("/", params["prefix"], params["build_root"], params["key_dir"], params["keep_key"],
+                   keep_paths=(PATHS["packages_record"],) if keep_for_mok else ())
     result["foreign"] = found["foreign"]
     if params["keep_key"] and os.path.isdir(params["key_dir"]):
         result["kept"].append(params["key_dir"].rstrip("/"))
@@ -331,7 +336,11 @@ def uninstall(module, params):
                 result["ran"].append("reboot-flag")
         # the packages first: their record is in the state directory, which goes next (a failed purge, say with
         # dpkg's lock held, leaves the record for the next run)
-        result["packages"] = remove_packages(module, recorded, check)
+        result["packages"] = remove_packages(module, [n for n in recorded if n not in keep_for_mok], check)
+        if keep_for_mok:
+            result["packages"]["kept"] += keep_for_mok
+            if FO.write_packages(module, keep_for_mok, check):
+                result["ran"].append("packages-record")
         result["removed"] += (found["files"] + found["dirs"]) if check else U.remove("/", found)
         if found["kernels"]:
             depmod = module.get_bin_path("depmod", required=True, opt_dirs=["/sbin", "/usr/sbin"])
@@ -353,11 +362,14 @@ def uninstall(module, params):
         raise U.UninstallError(str(err), result)
     result["changed"] = bool(result["removed"] or result["unloaded"] or result["group"] == "removed"
                              or result["packages"]["removed"] or "reboot-flag" in result["ran"]
-                             or result["mok"]["action"] == "request")
-    kept = result["foreign"] + result["packages"]["kept"]
+                             or result["mok"]["action"] == "request" or "packages-record" in result["ran"])
+    kept = result["foreign"] + [n for n in result["packages"]["kept"] if n not in keep_for_mok]
     if kept and not result["msg"]:
         result["msg"] = "kept: %s (%s)" % (", ".join(kept), "not written by gdrcopy-ansible, or needed by another "
                                            "installed package")
+    if keep_for_mok:
+        result["msg"] = (result["msg"] + ". " if result["msg"] else "") + (
+            "mokutil stays installed until the MOK deletion is confirmed; the next uninstall purges it")
     if result["mok"]["msg"]:
         result["msg"] = (result["msg"] + ". " if result["msg"] else "") + result["mok"]["msg"][0].upper() + \
             result["mok"]["msg"][1:] + "."

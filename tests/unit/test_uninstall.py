@@ -307,3 +307,15 @@ def test_a_deletion_without_its_password_stops_before_anything_changes(monkeypat
         M.delete_mok(Module(), params, check=False)
     out = M.delete_mok(Module(check_mode=True), dict(params, mok_password="pw"), check=True)
     assert out["action"] == "request" and "confirm it at the console" in out["msg"]
+
+
+def test_the_packages_record_can_be_kept_while_the_rest_of_the_state_goes(before):
+    """While a MOK deletion waits, the uninstall keeps mokutil and its record (the rest of the state directory goes)."""
+    install(before)
+    found = U.plan(before, PREFIX, BUILD, KEYS, keep_key=False, keep_paths=(PATHS["packages_record"],))
+    assert PATHS["state_dir"] not in found["dirs"] and PATHS["packages_record"] not in found["files"]
+    U.remove(before, found)
+    left = [p for p in listing(before) if p.startswith(PATHS["state_dir"])]
+    assert left == [PATHS["state_dir"], PATHS["packages_record"]]
+    again = U.plan(before, PREFIX, BUILD, KEYS, keep_key=False, keep_paths=(PATHS["packages_record"],))
+    assert (again["files"], again["dirs"]) == ([], [])
