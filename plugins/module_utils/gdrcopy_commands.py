@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """A command a module must not go on without: run it on the host (gdrcopy_facts.Host), and stop the module with one
-sentence naming the command, its exit code and its words when it fails. Used by gdrcopy_mok and gdrcopy_peermem."""
+sentence naming the command, its exit code and its words when it fails. Used by gdrcopy_mok, gdrcopy_peermem,
+gdrcopy_upstream and (the MOK password) gdrcopy_uninstall."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -12,6 +12,8 @@ __metaclass__ = type
 
 import shlex
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import checked
+
 SOURCES = ("auto", "enrolled", "controller", "generate")
 # States of a certificate in which it is trusted already, or will be at the next boot.
 TRUSTED = ("enrolled", "in_db")
@@ -115,3 +117,11 @@ def report(sign, secure_boot, image, reimported, pending, reboot_ok, detail):
         out.append("The key is not enrolled and mok_signing_enroll is false: modules it signs will not load under "
                    "Secure Boot until it is.")
     return " ".join(out)
+
+
+def password_hash(run, openssl, password):
+    """The MokManager password as mokutil's --hash-file wants it (openssl passwd -6, the password on stdin, never in
+    an argv): one line. run is AnsibleModule.run_command; Failed when openssl fails. The enrollment (gdrcopy_mok)
+    and the deletion (gdrcopy_uninstall) both hash it here."""
+    argv = [openssl, "passwd", "-6", "-stdin"]
+    return checked(argv, *run(argv, data=password)).strip() + "\n"

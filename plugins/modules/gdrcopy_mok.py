@@ -254,11 +254,10 @@ def import_for_enrollment(module, h, p, cert, changes):
         changes.append("imported %s for enrollment" % cert)
         return
     openssl, mokutil = h.tool("openssl") or "openssl", h.tool("mokutil") or "mokutil"
-    rc, out, err = module.run_command([openssl, "passwd", "-6", "-stdin"], data=p["enrollment_password"])
-    checked(["openssl", "passwd", "-6", "-stdin"], rc, out, err)
+    hashed = MOK.password_hash(module.run_command, openssl, p["enrollment_password"])
     hash_file = p["key_dir"] + "/" + HASH_FILE
     try:
-        ensure(module, hash_file, to_bytes(out.strip() + "\n"), 0o600)
+        ensure(module, hash_file, to_bytes(hashed), 0o600)
         cmd = [mokutil, "--import", cert, "--hash-file", hash_file]
         out = must(h, cmd)
     finally:

@@ -155,6 +155,8 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_uninstall as U
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
@@ -268,7 +270,6 @@ def delete_mok(module, params, check):
     {cert, action, msg}; UninstallError, before anything changes, when a request needs a password that is not given."""
     from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
     h = F.Host(module, "/", image=params["image"])
-    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
     link = PATHS["mok_signer"]
     # the certificate that signs (the signer link), else the generated or controller one kept in key_dir (an earlier
     # uninstall removed the link and kept the key)
@@ -289,13 +290,14 @@ def delete_mok(module, params, check):
                                "leave gdrcopy_uninstall_mok false. Nothing was changed." % cert)
     if check:
         return out
-    openssl = module.get_bin_path("openssl", required=True)
-    rc, hashed, err = module.run_command([openssl, "passwd", "-6", "-stdin"], data=params["mok_password"])
-    if rc != 0:
-        raise U.UninstallError("openssl passwd failed (exit %d): %s" % (rc, err.strip()[-200:]))
+    try:
+        hashed = MOK.password_hash(module.run_command, module.get_bin_path("openssl", required=True),
+                                   params["mok_password"])
+    except Failed as err:
+        raise U.UninstallError(str(err))
     handle, hash_file = tempfile.mkstemp(prefix="gdrcopy-mok-", dir="/run" if os.path.isdir("/run") else None)
     try:
-        os.write(handle, (hashed.strip() + "\n").encode("ascii"))
+        os.write(handle, hashed.encode("ascii"))
         os.close(handle)
         command(module, [mokutil, "--delete", cert, "--hash-file", hash_file], "mokutil --delete %s" % cert)
     finally:

@@ -84,20 +84,15 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_upstream as U
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked
 
 SBIN = ["/sbin", "/usr/sbin"]
 ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
 
 
-class StepFailed(Exception):
-    pass
-
-
-def command(module, argv, ok=(0,)):
-    rc, out, err = module.run_command(argv, environ_update=ENV)
-    if rc not in ok:
-        raise StepFailed("%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip()[-400:]))
-    return out
+def command(module, argv):
+    """argv's output; Failed (gdrcopy_commands) when it exits non-zero."""
+    return checked(argv, *module.run_command(argv, environ_update=ENV))
 
 
 def package_manager(module):
@@ -173,7 +168,7 @@ def main():
     module = AnsibleModule(argument_spec=dict(image=dict(type="bool", default=False)), supports_check_mode=True)
     try:
         result = run(module, module.params["image"])
-    except (StepFailed, IOError, OSError) as err:
+    except (Failed, IOError, OSError) as err:
         module.fail_json(msg="removing upstream's gdrcopy install: %s. Run again once the cause is fixed (what was "
                              "removed stays removed)" % err)
     if module._diff:
