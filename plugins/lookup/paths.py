@@ -16,7 +16,9 @@ description:
   - Names - C(libexec) (the helpers), C(state_dir), C(config_dir), C(converged_record) (the record of a verified
     host), C(mok_signer) (the link to the certificate that signs), C(driver_record) (the driver options of the
     last install), C(hook_status), C(smoke_program), C(mknod_program), C(module_subdir) (under
-    C(/lib/modules/<kernel>/)).
+    C(/lib/modules/<kernel>/)), C(rollback_record), C(packages_record), C(modprobe_options), C(unit) and
+    C(unit_link) (the boot unit and its C(.wants) link), C(loader_conf), and the names before 0.3.0 that the roles
+    retire - C(retired_options), C(retired_unit), C(retired_unit_link).
   - Runs on the controller; an unknown name fails with the list of known ones.
 version_added: "0.2.0"
 author: gdrcopy-ansible contributors (@gpufleet)

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
@@ -28,15 +29,14 @@ RECORD_PATH = PATHS["converged_record"]
 # facts). tests/unit/test_converged.py checks that every destination in the roles' tasks is covered.
 MANAGED_PATHS = (
     PATHS["libexec"] + "/*",
-    "/etc/modprobe.d/gdrcopy-ansible-*.conf",
-    "/etc/systemd/system/gdrcopy-ansible.service",
-    "/etc/systemd/system/*.wants/gdrcopy-ansible.service",
-    # the names of the modprobe.d options and the unit before 0.3.0, which upstream's packaging uses too: the files
-    # step retires them, the uninstall removes them, only when this project wrote them (gdrcopy_fileops.MARKER)
-    "/etc/modprobe.d/gdrdrv.conf",
-    "/etc/systemd/system/gdrcopy.service",
-    "/etc/systemd/system/multi-user.target.wants/gdrcopy.service",
-    "/etc/ld.so.conf.d/gdrcopy.conf",
+    "/etc/modprobe.d/gdrcopy-ansible-*.conf",             # PATHS["modprobe_options"], the nvidia_peermem role's
+    PATHS["unit"],
+    "/etc/systemd/system/*.wants/" + os.path.basename(PATHS["unit"]),
+    # the names before 0.3.0: retired by the files step, removed by the uninstall where this project wrote them
+    PATHS["retired_options"],
+    PATHS["retired_unit"],
+    PATHS["retired_unit_link"],
+    PATHS["loader_conf"],
     "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
     "/etc/kernel/header_postinst.d/zz-gdrcopy-ansible",
     PATHS["config_dir"] + "/*",

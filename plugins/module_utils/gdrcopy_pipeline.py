@@ -53,7 +53,18 @@ PATHS = {
     "smoke_program": LIBEXEC + "/gdrcopy-smoke",
     "mknod_program": LIBEXEC + "/gdrdrv-mknod",
     "module_subdir": MODULE_SUBDIR,                       # where gdrdrv goes under /lib/modules/<kernel>/
+    "modprobe_options": "/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf",  # gdrdrv's options, softdeps and the node
+    "unit": "/etc/systemd/system/gdrcopy-ansible.service",  # the boot unit that loads the chain
+    "unit_link": "/etc/systemd/system/multi-user.target.wants/gdrcopy-ansible.service",  # it, enabled
+    "loader_conf": "/etc/ld.so.conf.d/gdrcopy.conf",      # the loader path to the library's current release
+    # The names before 0.3.0, which upstream's packaging uses too: the files step retires them and the uninstall
+    # removes them only where this project wrote them (gdrcopy_fileops.MARKER; the link where it points at the unit).
+    "retired_options": "/etc/modprobe.d/gdrdrv.conf",
+    "retired_unit": "/etc/systemd/system/gdrcopy.service",
+    "retired_unit_link": "/etc/systemd/system/multi-user.target.wants/gdrcopy.service",
 }
+RETIRED_FILES = (PATHS["retired_options"], PATHS["retired_unit"])
+RETIRED_LINKS = {PATHS["retired_unit_link"]: PATHS["retired_unit"]}
 MODULE_FILE = "gdrdrv.ko"
 DRIVER_ARTIFACT = "src/gdrdrv/gdrdrv.ko"
 STAMP_FILE = ".gdrcopy-stamp.json"

@@ -11,7 +11,7 @@ The places come from the one table (gdrcopy_pipeline.PATHS, gdrcopy_converged.MA
 inputs (the install prefix, the build root, the key directory), so whatever a run of site.yml may write is found
 here too; tests/unit/test_uninstall.py converges the roles' file list into a root and checks that the plan removes
 every one of them. A file at one of the project's names that the project did not write (no "Ansible managed
-(gdrcopy-ansible" header: upstream's own /etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf, say) is left in place and reported.
+(gdrcopy-ansible" header: upstream's own /etc/modprobe.d/gdrdrv.conf, say) is left in place and reported.
 
 The packages: the roles record on the host the packages they installed because the host lacked them
 (PATHS["packages_record"]); an uninstall removes those that are still installed, unless another installed package
@@ -29,18 +29,14 @@ import re
 import shutil
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import (
-    MODULE_FILE, MODULE_SUBDIR, MODULES_ROOT, PATHS)
+    MODULE_FILE, MODULE_SUBDIR, MODULES_ROOT, PATHS, RETIRED_FILES, RETIRED_LINKS)
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_converged import MANAGED_PATHS
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fileops as FO
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 
 MARKER = FO.MARKER
-# Files at the names this project used before 0.3.0, which upstream's packaging uses too: removed only when they carry
-# MARKER; the old unit's wants link only when it points at the old unit.
-SHARED_NAMES = ("/etc/modprobe.d/gdrdrv.conf", "/etc/systemd/system/gdrcopy.service")
-LEGACY_LINKS = {"/etc/systemd/system/multi-user.target.wants/gdrcopy.service": "/etc/systemd/system/gdrcopy.service"}
-UNIT = "/etc/systemd/system/gdrcopy-ansible.service"
-LOADER_CONF = "/etc/ld.so.conf.d/gdrcopy.conf"
+UNIT = PATHS["unit"]
+LOADER_CONF = PATHS["loader_conf"]
 DEVICE = "/dev/gdrdrv"
 # Directories an emptied parent is never pruned at (nor above): the system's own, which the roles never make.
 STOP_DIRS = frozenset((
@@ -103,10 +99,10 @@ def plan(root, prefix, build_root, key_dir, keep_key, keep_paths=()):
                 continue
             if os.path.isdir(_under(root, path)) and not os.path.islink(_under(root, path)):
                 dirs.add(path)
-            elif path in LEGACY_LINKS and not (os.path.islink(_under(root, path))
-                                               and os.readlink(_under(root, path)) == LEGACY_LINKS[path]):
+            elif path in RETIRED_LINKS and not (os.path.islink(_under(root, path))
+                                               and os.readlink(_under(root, path)) == RETIRED_LINKS[path]):
                 foreign.add(path)  # another unit's (upstream's gdrcopy.service) wants link
-            elif path in SHARED_NAMES and not ours(root, path):
+            elif path in RETIRED_FILES and not ours(root, path):
                 foreign.add(path)
             else:
                 files.add(path)
@@ -142,7 +138,7 @@ def plan(root, prefix, build_root, key_dir, keep_key, keep_paths=()):
     dirs = set(d for d in dirs if not any(d.startswith(o + "/") for o in dirs))
     files = set(f for f in files if not any(f.startswith(d + "/") for d in dirs))
     return {"files": sorted(files), "dirs": sorted(dirs), "foreign": sorted(foreign), "kernels": kernels,
-            "ldconfig": LOADER_CONF in files, "unit": UNIT in files or SHARED_NAMES[1] in files}
+            "ldconfig": LOADER_CONF in files, "unit": UNIT in files or PATHS["retired_unit"] in files}
 
 
 def remove(root, result_plan):

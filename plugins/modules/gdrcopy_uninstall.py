@@ -21,9 +21,9 @@ description:
     put under O(prefix) and its C(current) link, O(build_root), and the state directory. Then the parent
     directories that this emptied, C(depmod) for each installed kernel that lost gdrdrv, C(ldconfig) and
     C(systemctl daemon-reload) (not in an image root).
-  - A file at one of the names another packaging also uses (C(/etc/modprobe.d/gdrcopy-ansible-gdrdrv.conf),
-    C(/etc/systemd/system/gdrcopy-ansible.service)) is removed only when this project wrote it; otherwise it is kept and
-    named in RV(foreign).
+  - A file at one of the names this project used before 0.3.0, which upstream's packaging uses too
+    (C(/etc/modprobe.d/gdrdrv.conf), C(/etc/systemd/system/gdrcopy.service) and its C(.wants) link), is removed only
+    when this project wrote it; otherwise it is kept and named in RV(foreign).
   - The signing key in O(key_dir) is kept unless O(keep_key) is false; the device group only goes when O(group) names
     it. With O(packages), the packages the roles installed because the host lacked them (their record on the host)
     are purged with apt, except one that another installed package needs, and then the packages that this left
@@ -327,7 +327,7 @@ def uninstall(module, params):
     try:
         if is_live and found["unit"] and os.path.isdir("/run/systemd/system"):
             if not check:  # a oneshot unit without ExecStop: this only marks it inactive
-                command(module, [module.get_bin_path("systemctl", required=True), "stop", "gdrcopy-ansible.service"], "",
+                command(module, [module.get_bin_path("systemctl", required=True), "stop", os.path.basename(PATHS["unit"])], "",
                         ok=(0, 5))
             result["ran"].append("stop")
         if is_live:

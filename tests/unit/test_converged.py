@@ -328,7 +328,7 @@ def resolve(dest):
                        ("__mok_signing_record", "/var/lib/gdrcopy-ansible/mok-signer.der"),
                        ("item }}/{{ __gdrcopy_kernel_hook_name", "/etc/kernel/postinst.d/zz-gdrcopy-ansible")):
         dest = dest.replace("{{ %s }}" % var, value)
-    return dest
+    return re.sub(r"\{\{ __gdrcopy_paths\.(\w+) \}\}", lambda m: PATHS[m.group(1)], dest)
 
 
 def test_every_file_the_roles_write_on_a_host_is_watched():
@@ -442,10 +442,10 @@ def test_every_managed_path_changed_makes_the_host_not_converged(working_root, p
 
 
 def test_the_files_that_gdrcopy_files_writes_are_checked_too():
-    dests = [d for dummy, m, d, dummy in destinations() if m == "gpufleet.gdrcopy.gdrcopy_files"]
+    dests = [resolve(d) for dummy, m, d, dummy in destinations() if m == "gpufleet.gdrcopy.gdrcopy_files"]
     assert {"/etc/systemd/system/gdrcopy-ansible.service", "/etc/kernel/postinst.d/zz-gdrcopy-ansible",
-            "{{ __gdrcopy_libexec }}/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf",
-            "{{ __mok_signing_libexec }}/mok-keygen"} <= set(dests)
+            "/usr/local/libexec/gdrcopy-ansible/gdrcopy_pipeline.py", "/etc/ld.so.conf.d/gdrcopy.conf",
+            "/usr/local/libexec/gdrcopy-ansible/mok-keygen"} <= set(dests)
 
 
 def test_the_units_wants_link_is_where_its_install_section_wants_it():
@@ -455,7 +455,8 @@ def test_the_units_wants_link_is_where_its_install_section_wants_it():
     install = unit.split("[Install]", 1)[1]
     keys = dict(line.split("=", 1) for line in install.strip().splitlines() if "=" in line)
     role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
-    links = [f for f in role_vars["__gdrcopy_files"]["gdrcopy_persist"] if f.get("state") == "link"]
+    links = [{k: resolve(v) for k, v in f.items()} for f in role_vars["__gdrcopy_files"]["gdrcopy_persist"]
+             if f.get("state") == "link"]
     assert list(keys) == ["WantedBy"]
     assert links == [{"dest": "/etc/systemd/system/%s.wants/gdrcopy-ansible.service" % keys["WantedBy"].strip(),
                       "state": "link", "src": "/etc/systemd/system/gdrcopy-ansible.service"}]
