@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 gdrcopy-ansible contributors
-"""Upstream's own gdrcopy install on a host (what gdrcopy_facts.upstream_facts reads), and its removal before this
-project installs (gdrcopy_upstream_packages: replace).
+"""Upstream's own gdrcopy install on a host (what gdrcopy_facts.upstream_facts reads), and its removal once this
+project's release is installed beside it (gdrcopy_upstream_packages: replace).
 
     packages (apt-get purge / dnf remove: their own scripts run `dkms remove` and stop the init script) -> read
     again -> what they left: each DKMS registration (`dkms remove -m gdrdrv -v V --all`), each init script
@@ -39,8 +39,9 @@ def refusal(upstream):
     return (
         "this host has upstream's own gdrcopy install (%s): its gdrdrv, init script or unit would load another gdrdrv "
         "beside this project's, or make /dev/gdrdrv world-writable (mknod -m 666). Set gdrcopy_upstream_packages: "
-        "replace to have the run remove it first (its packages purged, its DKMS module, init script, unit, udev rules "
-        "and libraries removed), or remove it yourself, then run again. Nothing was changed." % P.upstream_summary(
+        "replace to have the run replace it (this project's release built and installed first, then upstream's "
+        "packages purged and its DKMS module, init script, unit, udev rules and libraries removed), or remove it "
+        "yourself, then run again. Nothing was changed." % P.upstream_summary(
             upstream))
 
 
