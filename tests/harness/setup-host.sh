@@ -8,7 +8,12 @@ packages=(
   openssh-client rsync xz-utils zstd    # reaching the guest; compressed modules
   python3-venv make git                 # the test environment
   chromium fonts-dejavu-core            # the screenshot test of the HTML fleet report
+  dpkg-dev debhelper fakeroot dkms      # upstream-style debs of the source tree (molecule/lifecycle/upstream.yml)
 )
+# A real release's packages/build-deb-packages.sh also runs debuild.
+if [ -n "${GDRCOPY_SOURCE_TARBALL:-}" ]; then
+  packages+=(devscripts)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
