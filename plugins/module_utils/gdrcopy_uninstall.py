@@ -100,7 +100,7 @@ def plan(root, prefix, build_root, key_dir, keep_key, keep_paths=()):
             if os.path.isdir(_under(root, path)) and not os.path.islink(_under(root, path)):
                 dirs.add(path)
             elif path in RETIRED_LINKS and not (os.path.islink(_under(root, path))
-                                               and os.readlink(_under(root, path)) == RETIRED_LINKS[path]):
+                                                and os.readlink(_under(root, path)) == RETIRED_LINKS[path]):
                 foreign.add(path)  # another unit's (upstream's gdrcopy.service) wants link
             elif path in RETIRED_FILES and not ours(root, path):
                 foreign.add(path)

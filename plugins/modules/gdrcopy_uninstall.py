@@ -327,8 +327,8 @@ def uninstall(module, params):
     try:
         if is_live and found["unit"] and os.path.isdir("/run/systemd/system"):
             if not check:  # a oneshot unit without ExecStop: this only marks it inactive
-                command(module, [module.get_bin_path("systemctl", required=True), "stop", os.path.basename(PATHS["unit"])], "",
-                        ok=(0, 5))
+                command(module, [module.get_bin_path("systemctl", required=True), "stop",
+                                 os.path.basename(PATHS["unit"])], "", ok=(0, 5))
             result["ran"].append("stop")
         if is_live:
             unload(module, result, check)
