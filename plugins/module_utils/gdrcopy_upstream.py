@@ -22,8 +22,9 @@ import re
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
 
 CHOICES = ("refuse", "replace")
-INIT_SCRIPTS = ("/etc/init.d/gdrdrv", "/etc/init.d/gdrcopy")
-UNITS = ("/usr/lib/systemd/system/gdrcopy.service", "/lib/systemd/system/gdrcopy.service")
+# The init scripts and units among the files upstream's packaging leaves (one list: gdrcopy_parsers.UPSTREAM_FILES).
+INIT_SCRIPTS = tuple(f for f in P.UPSTREAM_FILES if f.startswith("/etc/init.d/"))
+UNITS = tuple(f for f in P.UPSTREAM_FILES if f.endswith(".service"))
 
 
 def found(upstream):
