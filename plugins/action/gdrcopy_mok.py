@@ -3,7 +3,8 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """Action plugin of gdrcopy_mok: reads the controller's certificate and private key (controller_cert,
 controller_key: paths on the controller, found as the copy module finds src) and hands the module their content,
-base64-encoded; the module does the rest on the host (plugins/modules/gdrcopy_mok.py)."""
+base64-encoded; the module does the rest on the host (plugins/modules/gdrcopy_mok.py). With sign_on_controller the
+key is never read here (it must be left out): the controller signs with it in the gdrcopy role's build step."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -35,6 +36,9 @@ class ActionModule(ActionBase):
         del tmp
         args = dict(self._task.args)
         try:
+            if args.get("sign_on_controller") and args.get("controller_key"):
+                raise AnsibleError("sign_on_controller: the private key stays on the controller; leave controller_key "
+                                   "out (the gdrcopy role's gdrcopy_controller_signer signs with it)")
             for name in ("controller_cert", "controller_key"):
                 args[name] = self._content(name, args.get(name) or "")
         except AnsibleError as err:

@@ -804,7 +804,31 @@ def read_json_object(h, path):
 def kernel_hook_facts(h):
     status = read_json_object(h, KERNEL_HOOK_STATUS) or {}
     keys = ("kernel", "ok", "msg", "time")
-    return dict((k, status[k]) for k in keys) if all(k in status for k in keys) else {}
+    if not all(k in status for k in keys):
+        return {}
+    return dict([(k, status[k]) for k in keys] + [("state", status.get("state") or (
+        "installed" if status["ok"] else "failed"))])
+
+
+def awaiting_signature(h, kernels):
+    """The installed kernels whose gdrdrv is built but waits for the controller's signature (the driver record signs on
+    the controller, sign_cert): a build is there and the module installed for that kernel is missing or another
+    one. The kernel hook leaves a kernel installed between runs this way; the next run signs and installs it."""
+    try:
+        spec = PIPE.load_driver_record(h.path(PIPE.DRIVER_RECORD))
+    except PIPE.PipelineError:
+        return []
+    if not spec["sign_cert"]:
+        return []
+    out = []
+    for kern in kernels["installed"]:
+        built = os.path.join(PIPE.driver_build_dir(spec, kern["release"]), PIPE.MODULE_FILE)
+        if not h.exists(built):
+            continue
+        dest = PIPE.driver_dest(spec, kern["release"], "/lib/modules")
+        if PIPE.sha256_or_empty(h.path(dest)) != PIPE.sha256_or_empty(h.path(built)):
+            out.append(kern["release"])
+    return out
 
 
 def converged_facts(h, facts, prefix, inputs, watch=(), targets=()):
@@ -913,6 +937,7 @@ def gather(module, params, host=None):
         "load_order": [n for n in P.load_order(proc_modules) if n.startswith("nvidia") or n in ORDER_MODULES],
         "tools": dict((t, h.tool(t)) for t in TOOLS),
         "kernel_hook": kernel_hook_facts(h),
+        "awaiting_signature": awaiting_signature(h, kernels),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
         "packages": package_facts(h, params.get("packages") or []),
         "upstream": upstream_facts(h, kernels["installed"]),

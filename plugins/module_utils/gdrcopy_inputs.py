@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_modsign import parse_pkcs11_uri
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_parsers import open_to_others
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import GROUP_NAME_RE
 
@@ -268,6 +269,52 @@ def password(name, value, spec):
     return value
 
 
+def pkcs11_uri(name, value, spec):
+    """A PKCS#11 URI (RFC 7512) naming one private key, or "": read as gdrcopy_modsign reads it. It may hold a PIN
+    (pin-value), so it is never shown."""
+    value = _text(name, value, "a PKCS#11 URI", secret=True)
+    if value == "":
+        return value
+    try:
+        parse_pkcs11_uri(value)
+    except ValueError as e:
+        raise Invalid("%s is not a PKCS#11 URI of one private key: %s. Write it as "
+                      "pkcs11:token=<token label>;object=<key label>" % (name, e))
+    return value
+
+
+def pin(name, value, spec):
+    """A token's user PIN: never shown, one line, at most 256 characters."""
+    value = _text(name, value, "a PIN", secret=True)
+    if len(value) > 256:
+        raise Invalid("%s must be at most 256 characters (got %d)" % (name, len(value)))
+    return value
+
+
+def controller_signer(name, value, spec):
+    """gdrcopy_controller_signer: {} (the host signs, or nothing does), or {cert, node_cert, key or pkcs11_uri,
+    pkcs11_module, pkcs11_pin} - what playbooks/mok_signing.yml hands over from the mok_signing role."""
+    if not isinstance(value, dict):
+        raise Invalid("%s must be a mapping (got %s)" % (name, _type_name(value)))
+    if not value:
+        return {}
+    kinds = {"cert": controller_path(), "key": controller_path(optional=True), "pkcs11_uri": pkcs11_uri,
+             "pkcs11_module": controller_path(optional=True), "pkcs11_pin": pin, "node_cert": node_path()}
+    unknown = sorted((k for k in value if k not in kinds), key=str)
+    if unknown:
+        raise Invalid("%s may only set %s (got the key %s)" % (name, ", ".join(sorted(kinds)), shown(unknown[0])))
+    out = {}
+    for key in sorted(kinds):
+        default = "" if key not in ("cert", "node_cert") else None
+        if value.get(key, default) is None:
+            raise Invalid("%s.%s is required" % (name, key))
+        out[key] = kinds[key]("%s.%s" % (name, key), value.get(key, default), spec)
+    if bool(out["key"]) == bool(out["pkcs11_uri"]):
+        raise Invalid("%s needs one of key (a PEM file on the controller) or pkcs11_uri (a token key), not %s"
+                      % (name, "both" if out["key"] else "neither"))
+    return out
+
+
 _arguments = list_of(lambda n, v, s: _text(n, v, "an argument"))
 
 
@@ -405,6 +452,7 @@ KINDS = {
         "gdrcopy_chain_modules": list_of(module_name),
         "gdrcopy_kernel_hook": boolean,
         "gdrcopy_sign_command": argv,
+        "gdrcopy_controller_signer": controller_signer,
         "gdrcopy_reboot_ok": boolean,
         "gdrcopy_verify_gpu_id": integer(0, 1023),
         "gdrcopy_verify_timeout": integer(1, 86400),
@@ -426,6 +474,9 @@ KINDS = {
         "mok_signing_key_cn": common_name,
         "mok_signing_key_days": integer(1, 73000),
         "mok_signing_sign_on_controller": boolean,
+        "mok_signing_pkcs11_uri": pkcs11_uri,
+        "mok_signing_pkcs11_module": controller_path(optional=True),
+        "mok_signing_pkcs11_pin": pin,
         "mok_signing_enroll": boolean,
         "mok_signing_enrollment_password": password,
         "mok_signing_mokmanager_timeout": integer(-1, 32767),
@@ -442,7 +493,8 @@ KINDS = {
 
 # The argument spec type each kind stands for (test_inputs.py compares them with the specs).
 KIND_TYPES = {boolean: "bool", choice: "str", version: "str", sha256: "str", device_mode: "str", common_name: "str",
-              password: "str", argv: "list", module_params: "dict", key_paths: "list", releases: "dict"}
+              password: "str", argv: "list", module_params: "dict", key_paths: "list", releases: "dict",
+              pkcs11_uri: "str", pin: "str", controller_signer: "dict"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -469,6 +521,9 @@ def _gdrcopy_rules(values, context):
     version_ = values["gdrcopy_version"]
     release = table.get(version_, {})
     errors += _unknown_gdrdrv_params(values["gdrcopy_module_params"], version_, release, table)
+    if values["gdrcopy_sign_command"] and values["gdrcopy_controller_signer"]:
+        errors.append("gdrcopy_sign_command (signing on the host) and gdrcopy_controller_signer (signing on the "
+                      "controller) are both set: set one of them")
     if values["gdrcopy_source_type"] == "tarball":
         if not release and not (values["gdrcopy_source_url"] and values["gdrcopy_source_sha256"]):
             errors.append('gdrcopy_version "%s" is not in the release table (%s): pick one of those, add the release '
@@ -525,16 +580,25 @@ def _mok_signing_rules(values, context):
     if not values["mok_signing_enabled"]:
         return []
     errors = []
-    if bool(values["mok_signing_controller_key"]) != bool(values["mok_signing_controller_cert"]):
+    if bool(values["mok_signing_controller_key"] or values["mok_signing_pkcs11_uri"]) != bool(
+            values["mok_signing_controller_cert"]):
         errors.append("mok_signing_controller_key and mok_signing_controller_cert go together: set both (the private "
                       "key and its certificate on the controller) or neither")
     if values["mok_signing_key_source"] == "controller" and not values["mok_signing_controller_key"]:
         errors.append("mok_signing_key_source is controller but mok_signing_controller_key and "
                       "mok_signing_controller_cert are not set: set them, or use key source auto, enrolled or generate")
-    if values["mok_signing_sign_on_controller"]:
-        errors.append("mok_signing_sign_on_controller: true is not available yet (the modules are signed on the host, "
-                      "with the controller's key copied there 0600 when mok_signing_key_source is controller); set it "
-                      "to false")
+    on_controller = values["mok_signing_sign_on_controller"]
+    if on_controller and not (values["mok_signing_controller_cert"] and (
+            bool(values["mok_signing_controller_key"]) != bool(values["mok_signing_pkcs11_uri"]))):
+        errors.append("mok_signing_sign_on_controller: true signs with the controller's key: set "
+                      "mok_signing_controller_cert and one of mok_signing_controller_key (a PEM file) or "
+                      "mok_signing_pkcs11_uri (a key on a PKCS#11 token)")
+    if on_controller and values["mok_signing_key_source"] not in ("auto", "controller"):
+        errors.append("mok_signing_sign_on_controller: true signs with the controller's key, but "
+                      "mok_signing_key_source is %s: set it to controller (or auto)" % values["mok_signing_key_source"])
+    if values["mok_signing_pkcs11_uri"] and not on_controller:
+        errors.append("mok_signing_pkcs11_uri is a key on a token the controller reaches: set "
+                      "mok_signing_sign_on_controller: true to sign with it (or leave the URI empty)")
     return errors
 
 

@@ -791,6 +791,10 @@ def signing_findings(facts):
                 kern["release"], mod["path"], problem)
             load_now = facts["live"] and kern["release"] == k["running"] and not facts["gdrdrv"]["loaded"]
             (blockers if load_now else warnings).append(sentence)
+    for release in facts.get("awaiting_signature") or []:
+        warnings.append("gdrdrv for %s is built, awaiting signature: the controller signs (mok_signing_sign_on_controller) "
+                        "and installs it at the next run of site.yml; until then %s boots without it"
+                        % (release, release))
     if mok["pending"]:
         warnings.append("a MOK enrollment is pending (%s): confirm it at the console (MokManager) during the next "
                         "boot" % ", ".join(mok["pending"]))

@@ -26,8 +26,12 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import ssl
+import struct
 import subprocess
 import tarfile
+import tempfile
 import time
 
 # The fixed places of the project on a host: the one source. The modules import them, the roles and playbooks read
@@ -82,7 +86,11 @@ FLAVORS = ("open", "proprietary")
 MAKE_WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_./+-]*)?\Z")
 # The keys of the driver spec, which is also the kernel hook's record.
 DRIVER_KEYS = ("build_helper", "tarball", "build_log", "driver_dir", "stamp_base", "nvidia_src_dir", "flavor",
-               "module_subdir", "sign_command", "timeout")
+               "module_subdir", "sign_command", "sign_cert", "timeout")
+# Keys a driver record written by an older release lacks, with the value that means what it did then.
+DRIVER_DEFAULTS = {"timeout": DEFAULT_TIMEOUT, "sign_cert": ""}
+# A module that waits for the controller's signature (sign_cert set, signed by nothing it trusts) is not installed.
+AWAITING = "awaiting signature"
 
 
 class PipelineError(Exception):
@@ -114,7 +122,7 @@ def check_driver_spec(spec, where="the driver spec"):
     """The driver spec (the module's driver options, the hook's record), or PipelineError naming each bad key."""
     if not isinstance(spec, dict):
         raise PipelineError("%s is not a JSON object" % where)
-    missing = [k for k in DRIVER_KEYS if k not in spec and k != "timeout"]
+    missing = [k for k in DRIVER_KEYS if k not in spec and k not in DRIVER_DEFAULTS]
     if missing:
         raise PipelineError("%s lacks %s" % (where, ", ".join(missing)))
     bad = [k for k in ("build_helper", "tarball", "build_log", "driver_dir") if not _path_ok(spec[k])]
@@ -132,12 +140,18 @@ def check_driver_spec(spec, where="the driver spec"):
     if not (isinstance(cmd, list) and all(isinstance(a, str) and "\n" not in a and a for a in cmd)
             and (not cmd or _path_ok(cmd[0]))):
         bad.append("sign_command")
+    cert = spec.get("sign_cert", "")
+    if not (cert == "" or _path_ok(cert)):
+        bad.append("sign_cert")
     timeout = spec.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
         bad.append("timeout")
     if bad:
         raise PipelineError("%s has a bad value for %s" % (where, ", ".join(bad)))
-    return dict(spec, timeout=timeout)
+    if cmd and cert:
+        raise PipelineError("%s sets both sign_command (signing on the host) and sign_cert (signing on the "
+                            "controller): one signer at a time" % where)
+    return dict(DRIVER_DEFAULTS, **dict(spec, timeout=timeout))
 
 
 def load_driver_record(path):
@@ -371,6 +385,87 @@ def sign_actions(stdout, kernels):
     return actions
 
 
+# --- appended module signatures: the kernel's format, read and checked on the host --------------------------
+# A signed module is its content, a PKCS#7 SignedData (DER, detached, no attributes, no certificates), the kernel's
+# struct module_signature (algo, hash, id_type, signer_len, key_id_len, pad[3], big-endian sig_len; for PKCS#7 only
+# id_type 2 and sig_len are set) and the magic string. gdrcopy_modsign (controller) makes them; this half reads them.
+SIG_MAGIC = b"~Module signature appended~\n"
+SIG_TRAILER = struct.Struct(">BBBBB3xI")
+PKEY_ID_PKCS7 = 2
+
+
+def split_signature(data):
+    """(content, PKCS#7 DER) of a module file's bytes; DER is b"" when none is appended. ValueError when the
+    appended signature is malformed."""
+    if not data.endswith(SIG_MAGIC):
+        return data, b""
+    end = len(data) - len(SIG_MAGIC) - SIG_TRAILER.size
+    if end <= 0:
+        raise ValueError("the module ends with the signature magic but is too short to hold a signature")
+    id_type, sig_len = SIG_TRAILER.unpack(data[end:end + SIG_TRAILER.size])[2::3]
+    if id_type != PKEY_ID_PKCS7 or not 0 < sig_len < end:
+        raise ValueError("the appended signature is malformed (id_type %d, length %d)" % (id_type, sig_len))
+    return data[:end - sig_len], data[end - sig_len:end]
+
+
+def append_signature(content, der):
+    """content with the PKCS#7 signature DER appended the way the kernel reads it."""
+    return content + der + SIG_TRAILER.pack(0, 0, PKEY_ID_PKCS7, 0, 0, len(der)) + SIG_MAGIC
+
+
+def kernel_sig_hash(kernel, root="/"):
+    """The kernel's CONFIG_MODULE_SIG_HASH, from /boot/config-<k>, else its build tree's .config; "sha256" when
+    neither says (a kernel without module signing verifies nothing anyway)."""
+    for path in ("boot/config-%s" % kernel, "lib/modules/%s/build/.config" % kernel):
+        try:
+            with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    m = re.match(r'^CONFIG_MODULE_SIG_HASH="([a-z0-9-]+)"', line)
+                    if m:
+                        return m.group(1)
+        except (IOError, OSError):
+            continue
+    return "sha256"
+
+
+def pem_certificate(path):
+    """The certificate at path (DER or PEM) as PEM text; ValueError when it is neither."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw.lstrip().startswith(b"-----BEGIN CERTIFICATE-----"):
+        return raw.decode("ascii")
+    if not raw.startswith(b"\x30"):
+        raise ValueError("%s is not an X.509 certificate (DER or PEM)" % path)
+    return ssl.DER_cert_to_PEM_cert(raw)
+
+
+def signature_verifies(run, data, cert, openssl="openssl"):
+    """(True, "") when the signature appended to the module bytes data verifies against the certificate at cert
+    (openssl cms -verify over the content, the certificate given, no chain); else (False, why)."""
+    try:
+        content, der = split_signature(data)
+        pem = pem_certificate(cert)
+    except (IOError, OSError, ValueError) as e:
+        return False, str(e)
+    if not der:
+        return False, "no signature is appended"
+    work = tempfile.mkdtemp(prefix="gdrcopy-verify.")
+    try:
+        for name, blob in (("content", content), ("sig.der", der), ("cert.pem", pem.encode("ascii"))):
+            with open(os.path.join(work, name), "wb") as f:
+                f.write(blob)
+        r = run([openssl, "cms", "-verify", "-binary", "-inform", "DER", "-in", os.path.join(work, "sig.der"),
+                 "-content", os.path.join(work, "content"), "-certfile", os.path.join(work, "cert.pem"),
+                 "-nointern", "-noverify", "-out", os.devnull], capture_output=True, text=True, errors="replace")
+    except OSError as e:
+        return False, "openssl could not run: %s" % e
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if r.returncode != 0:
+        return False, "it does not verify against %s (%s)" % (cert, last_words("", r.stderr).splitlines()[-1])
+    return True, ""
+
+
 def install_file(src, dest):
     """Copy src to dest through a temporary file beside it and a rename: no reader sees half a module."""
     directory = os.path.dirname(dest)
@@ -502,22 +597,26 @@ def plan(spec, kernels, lib=None, modules_root=MODULES_ROOT):
 
 
 def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MODULES_ROOT, run=subprocess.run,
-             say=lambda msg: None, takes=None, pack=None):
+             say=lambda msg: None, takes=None, pack=None, signed=None):
     """Bring the host to the builds (and, with install, the installs) of spec, lib and kernels.
 
     takes: {build dir: {from, sha256}}, builds another host made (fleet builds), unpacked instead of compiled when
     the build is needed (a take that fails is compiled instead); pack: {dir, builds: [{dir, name}]}, builds to leave
-    as <dir>/<name>.tar.gz for other hosts (result: packed [{name, path, sha256}]).
-    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, diff, seconds: {step: wall
+    as <dir>/<name>.tar.gz for other hosts (result: packed [{name, path, sha256}]); signed: {kernel: path}, the
+    modules the controller signed (spec sign_cert), each checked to be this host's build with a signature that
+    verifies, then put in the build's place (result: awaiting [{kernel, path, hash, sha256}], the modules still
+    waiting for the controller's signature, not installed).
+    Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, awaiting, diff, seconds: {step: wall
     seconds, for the steps that took any}}; check predicts and
     changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
     spec = check_driver_spec(spec)
     check_kernels(kernels)
     if lib:
         check_lib_spec(lib)
-    result = {"changed": False, "lib": None, "kernels": [], "packed": [], "diff": [], "seconds": {}}
+    result = {"changed": False, "lib": None, "kernels": [], "packed": [], "awaiting": [], "diff": [], "seconds": {}}
     try:
-        return _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes or {}, pack)
+        return _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes or {}, pack,
+                         signed or {})
     except PipelineError as e:
         e.results = e.results or result
         raise
@@ -552,7 +651,7 @@ def _lap(result, step, since):
     return now
 
 
-def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack):
+def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack, signed):
     t = time.monotonic()
     p = plan(spec, kernels, lib, modules_root)
     t = _lap(result, "plan", t)
@@ -639,11 +738,16 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             rows[kernel]["sign"] = action
             if action != "unchanged":
                 result["changed"] = True
+    elif spec["sign_cert"]:
+        _controller_signatures(spec, p["kernels"], rows, predicted, signed, check, run, result)
     t = _lap(result, "sign", t)
 
     # 4. install each gdrdrv through a rename, then depmod for each kernel whose module changed.
     for k in p["kernels"]:
         row = rows[k["kernel"]]
+        if row["sign"] == AWAITING:
+            row["install"] = AWAITING
+            continue
         built = os.path.join(k["build_dir"], MODULE_FILE)
         new = "" if row["build"] in PREDICTED or row["sign"].startswith("would") else sha256_or_empty(built)
         if new and new == k["installed_sha256"]:
@@ -673,6 +777,58 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             row["depmod"] = True
     _lap(result, "depmod", t)
     return result
+
+
+def unsigned_content(data):
+    """A module's bytes without any appended signature (a module signed twice carries two)."""
+    while True:
+        data, der = split_signature(data)
+        if not der:
+            return data
+
+
+def _controller_signatures(spec, kernels, rows, predicted, signed, check, run, result):
+    """Signing on the controller (spec sign_cert): a built gdrdrv whose signature verifies against sign_cert stays
+    as it is; one the controller sent signed replaces the build's after two checks (it is this build plus a
+    signature, and the signature verifies); every other one is listed in result["awaiting"] and not installed."""
+    cert = spec["sign_cert"]
+    for k in kernels:
+        kernel, row = k["kernel"], rows[k["kernel"]]
+        if kernel in predicted:
+            row["sign"] = "would sign"
+            continue
+        built = os.path.join(k["build_dir"], MODULE_FILE)
+        try:
+            with open(built, "rb") as f:
+                data = f.read()
+            content = unsigned_content(data)
+            sent = None
+            if kernel in signed:
+                with open(signed[kernel], "rb") as f:
+                    sent = f.read()
+                if unsigned_content(sent) != content:
+                    raise PipelineError("the module the controller sent signed for %s is not the one built here: "
+                                        "nothing was installed" % kernel)
+        except (IOError, OSError, ValueError) as e:
+            raise PipelineError("reading gdrdrv for %s to check its signature failed: %s" % (kernel, e), result)
+        if sent is not None:
+            ok, why = signature_verifies(run, sent, cert)
+            if not ok:
+                raise PipelineError("the module the controller signed for %s is refused: %s. Nothing was installed"
+                                    % (kernel, why), result)
+            if check:
+                row["sign"] = "would sign"
+            else:
+                install_file(signed[kernel], built)
+                row["sign"] = "signed"
+            result["changed"] = True
+        elif signature_verifies(run, data, cert)[0]:
+            row["sign"] = "unchanged"
+        else:
+            row["sign"] = "would sign" if check else AWAITING
+            result["changed"] = True
+            result["awaiting"].append({"kernel": kernel, "path": built, "hash": kernel_sig_hash(kernel),
+                                       "sha256": hashlib.sha256(data).hexdigest()})
 
 
 def _link_and_cache(lib, check, run, result):

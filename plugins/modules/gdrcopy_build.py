@@ -86,10 +86,20 @@ options:
         description:
           - The argv that signs modules; C(--check) (predict only) and C(KERNEL=MODULE) for each module are
             appended. It may print a JSON object with C(results) (C(kernel), C(action)); it fails with a non-zero
-            exit and a C(msg) or a last line on stderr. Empty - no signing.
+            exit and a C(msg) or a last line on stderr. Empty - no signing on the host.
         type: list
         elements: str
         default: []
+      sign_cert:
+        description:
+          - Signing on the controller - the certificate (DER or PEM, on the host) that every installed gdrdrv's
+            appended signature must verify against (C(openssl cms -verify)). A built module without such a
+            signature is not installed; it is listed in RV(awaiting) for the action plugin, which signs it with
+            O(controller_signer) and calls the module again with O(signed). The kernel hook, which has no
+            controller, leaves such modules built and not installed.
+          - Empty - not signing on the controller. Not together with O(driver.sign_command).
+        type: path
+        default: ""
       timeout:
         description: Seconds each build, install or signing step may run before it is stopped.
         type: int
@@ -154,6 +164,39 @@ options:
       from:
         description: Set by the action plugin - where it put the copy on the host (not in check mode).
         type: path
+  controller_signer:
+    description:
+      - Signing on the controller (with O(driver.sign_cert)), read by this module's action plugin on the controller
+        and never sent to the host - neither the key, nor its path, nor a digest of it. Each module in RV(awaiting)
+        is brought to the controller, checked to be gdrdrv built for its kernel, signed (PKCS#7 as the kernel's
+        C(sign-file) makes it, with the kernel's C(CONFIG_MODULE_SIG_HASH)), checked against the certificate, and
+        sent back in O(signed). With O(fleet.cache), each distinct module is signed once and its signature kept
+        there.
+    type: dict
+    suboptions:
+      cert:
+        description: The certificate (PEM or DER), a path on the controller (found as the copy module finds src).
+        type: path
+        required: true
+      key:
+        description: The private key (PEM), a path on the controller. Or O(controller_signer.pkcs11_uri).
+        type: path
+      pkcs11_uri:
+        description: The key on a PKCS#11 token (RFC 7512 URI, C(pkcs11:token=...;object=...)), through the Python
+          package C(python-pkcs11) on the controller.
+        type: str
+      pkcs11_module:
+        description: The token's PKCS#11 library on the controller (the URI's C(module-path) wins).
+        type: path
+      pkcs11_pin:
+        description: The token's user PIN (the URI's C(pin-value) or C(pin-source) win).
+        type: str
+  signed:
+    description: Set by the action plugin - the modules it signed on the controller, C({kernel, from}) each (from -
+      where it put the signed copy on the host).
+    type: list
+    elements: dict
+    default: []
   install:
     description: Install what is built. V(false) only builds (fleet builds, before they are shared).
     type: bool
@@ -297,10 +340,11 @@ kernels:
       description: C(current), C(built), C(taken) (a fleet build unpacked), C(would build) or C(would take).
       type: str
     sign:
-      description: C(off) (no signing), C(unchanged), C(signed), C(resigned), or C(would sign) / C(would resign).
+      description: C(off) (no signing), C(unchanged), C(signed), C(resigned), C(awaiting signature) (signing on
+        the controller, not signed yet), or C(would sign) / C(would resign).
       type: str
     install:
-      description: C(current), C(installed), C(would install) or C(skipped).
+      description: C(current), C(installed), C(would install), C(skipped) or C(awaiting signature).
       type: str
     depmod:
       description: Whether depmod ran for this kernel.
@@ -334,6 +378,17 @@ fleet:
         be).
       type: list
       elements: str
+awaiting:
+  description: The modules waiting for the controller's signature (O(driver.sign_cert)), C({kernel, path, hash,
+    sha256}) each - none after the action plugin signed them.
+  returned: always
+  type: list
+  elements: dict
+signed_on_controller:
+  description: The kernels whose gdrdrv the controller signed in this call.
+  returned: with O(controller_signer)
+  type: list
+  elements: str
 installed:
   description: The kernels whose installed gdrdrv changed.
   returned: always
@@ -411,6 +466,7 @@ DRIVER_OPTIONS = dict(
     flavor=dict(type="str", choices=list(P.FLAVORS), required=True),
     module_subdir=dict(type="str", default=P.MODULE_SUBDIR),
     sign_command=dict(type="list", elements="str", default=[], no_log=False),
+    sign_cert=dict(type="path", default=""),
     timeout=dict(type="int", default=P.DEFAULT_TIMEOUT),
 )
 LIB_OPTIONS = dict(
@@ -443,7 +499,27 @@ ARGUMENT_SPEC = dict(
     rollback=dict(type="bool", default=False),
     source=dict(type="dict", options={"src": dict(type="path", required=True), "from": dict(type="path")}),
     fleet=dict(type="dict", options=FLEET_OPTIONS),
+    controller_signer=dict(type="dict", no_log=True, options=dict(
+        cert=dict(type="path", required=True), key=dict(type="path", no_log=False), pkcs11_uri=dict(type="str"),
+        pkcs11_module=dict(type="path"), pkcs11_pin=dict(type="str", no_log=True))),
+    signed=dict(type="list", elements="dict", default=[]),
 )
+
+
+def signed_args(params, spec):
+    """O(signed) as the pipeline's {kernel: path on the host}, each kernel one of this call's; PipelineError."""
+    if params.get("controller_signer"):
+        raise P.PipelineError("controller_signer is read on the controller by the action plugin: the module never "
+                              "takes it (run gdrcopy_build as a task, not with ansible.legacy)")
+    out = {}
+    for i, entry in enumerate(params.get("signed") or []):
+        kernel, path = entry.get("kernel"), entry.get("from")
+        if kernel not in params["kernels"] or not P._path_ok(path or ""):
+            raise P.PipelineError("signed[%d]: a kernel of this call and an absolute path (from) are wanted" % i)
+        out[kernel] = path
+    if out and not spec["sign_cert"]:
+        raise P.PipelineError("signed is given but driver.sign_cert is empty: nothing to check the signatures with")
+    return out
 
 
 def fleet_args(params, spec):
@@ -562,6 +638,7 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
     if params.get("lib"):
         P.check_lib_spec(params["lib"])
     takes, pack = fleet_args(params, spec)
+    signed = signed_args(params, spec)
     files, groups = params.get("files") or [], params.get("groups") or []
     if files or groups:
         check_files(params, module)
@@ -579,9 +656,9 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
     try:
         tarball = put_tarball(spec, params.get("source"), check)
         result = P.converge(spec, params["kernels"], lib=lib, install=params["install"], check=check,
-                            modules_root=modules_root, takes=takes, pack=pack, **kwargs)
+                            modules_root=modules_root, takes=takes, pack=pack, signed=signed, **kwargs)
     except P.PipelineError as e:
-        empty = {"changed": False, "lib": None, "kernels": [], "diff": [], "seconds": {}}
+        empty = {"changed": False, "lib": None, "kernels": [], "awaiting": [], "diff": [], "seconds": {}}
         return with_helpers(summarize(e.results or empty), helpers), str(e)
     out = with_helpers(summarize(result), helpers)
     out["source"] = tarball
@@ -672,6 +749,7 @@ def summarize(result):
     result["built"] = [r["kernel"] for r in rows if r["build"] == "built"]
     result["taken"] = [r["kernel"] for r in rows if r["build"] == "taken"]
     result.setdefault("packed", [])
+    result.setdefault("awaiting", [])
     result["installed"] = [r["kernel"] for r in rows if r["install"] == "installed"]
     result.setdefault("record", False)
     return result

@@ -411,9 +411,18 @@ os:
 kernel_hook:
   description:
     - The last call of the kernel postinst hook (C(/var/lib/gdrcopy-ansible/kernel-hook-status.json)) - C(kernel),
-      C(ok), C(msg), C(time) (epoch seconds); empty when the hook never ran or its record is unreadable.
+      C(ok), C(msg), C(time) (epoch seconds), and C(state) (C(installed), C(awaiting signature) or C(failed));
+      empty when the hook never ran or its record is unreadable.
   returned: always
   type: dict
+awaiting_signature:
+  description:
+    - The installed kernels whose gdrdrv is built but waits for the controller's signature (signing on the
+      controller - the driver record's C(sign_cert)), not installed yet (or installed signed by a key being
+      replaced); the kernel hook leaves a new kernel this way. The next run of site.yml signs and installs them.
+  returned: always
+  type: list
+  elements: str
 converged:
   description: Whether the host is as a verified run of site.yml left it, with these inputs.
   returned: when I(converged_inputs) is set

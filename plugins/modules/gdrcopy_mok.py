@@ -68,9 +68,16 @@ options:
   controller_key:
     description:
       - The controller's private key, a path on the controller, read like O(controller_cert). It reaches the host
-        0600 and is never logged.
+        0600 and is never logged. Not with O(sign_on_controller).
     type: str
     default: ""
+  sign_on_controller:
+    description:
+      - The controller signs (the gdrcopy role's C(gdrcopy_controller_signer)) - only the controller's certificate
+        is written on the host, and a private key an earlier run wrote into O(key_dir) is removed, as is this
+        role's DKMS drop-in (DKMS cannot sign with a key the host does not hold). RV(key_path) is empty.
+    type: bool
+    default: false
   enroll:
     description: Import the certificate for enrollment when Secure Boot is on and it is not trusted yet.
     type: bool
@@ -190,6 +197,7 @@ ARGUMENT_SPEC = dict(
     # the action plugin puts the files' content here, base64-encoded
     controller_cert=dict(type="str", default=""),
     controller_key=dict(type="str", default="", no_log=True),
+    sign_on_controller=dict(type="bool", default=False),
     enroll=dict(type="bool", default=True),
     enrollment_password=dict(type="str", default="", no_log=True),
     mokmanager_timeout=dict(type="int", default=0),
@@ -222,7 +230,12 @@ def take_controller_pair(module, h, p, pair, changes):
             changes.append("wrote " + pair["cert"])
     elif not os.path.exists(pair["cert"]):
         changes.append("wrote " + pair["cert"])
-    if ensure(module, pair["key"], base64.b64decode(p["controller_key"]), 0o600, check_mode):
+    if p.get("sign_on_controller"):
+        if os.path.lexists(pair["key"]):  # an earlier run kept the key here: the controller holds it now
+            changes.append("removed %s (the controller signs)" % pair["key"])
+            if not check_mode:
+                os.unlink(pair["key"])
+    elif ensure(module, pair["key"], base64.b64decode(p["controller_key"]), 0o600, check_mode):
         changes.append("wrote " + pair["key"])
 
 
@@ -281,8 +294,10 @@ def run(module, p, h=None):
     candidates = probe["candidates"]
     secure_boot = bool(probe.get("enabled"))
     keys_present = [h.exists(pair.get("key", "")) for pair in pairs]
-    source, pair = MOK.choose(p["key_source"], pairs, candidates, keys_present, p["key_dir"],
-                              bool(p["controller_key"]))
+    if p.get("sign_on_controller") and (p["controller_key"] or not p["controller_cert"]):
+        raise Failed("sign_on_controller takes the controller's certificate and never its key")
+    source, pair = MOK.choose("controller" if p.get("sign_on_controller") else p["key_source"], pairs, candidates,
+                              keys_present, p["key_dir"], bool(p["controller_key"] or p.get("sign_on_controller")))
     why = MOK.refusal(p["key_source"], source, candidates, secure_boot, p["enroll"],
                       bool(p["enrollment_password"]))
     if why:
@@ -323,13 +338,19 @@ def run(module, p, h=None):
             mok = dict(mok, state="pending")
         else:
             mok = F.cert_mok_state(h, pair["cert"], probe["efi"])
-    if p["dkms"] and h.exists(DKMS_FRAMEWORK):
+    if p.get("sign_on_controller"):
+        if os.path.exists(DKMS_DROPIN):
+            changes.append("removed %s (the key is not on this host)" % DKMS_DROPIN)
+            if not module.check_mode:
+                os.unlink(DKMS_DROPIN)
+    elif p["dkms"] and h.exists(DKMS_FRAMEWORK):
         if ensure(module, DKMS_DROPIN, to_bytes(MOK.dkms_dropin(pair["key"], pair["cert"])), 0o644, module.check_mode):
             changes.append("wrote " + DKMS_DROPIN)
     sign = MOK.signer(source, pair["cert"], mok, p["key_cn"])
     pending = secure_boot and sign["state"] == "pending"
     reimported = bool(imported and requested)
-    return {"changed": bool(changes), "changes": changes, "source": source, "key_path": pair["key"],
+    return {"changed": bool(changes), "changes": changes, "source": source,
+            "key_path": "" if p.get("sign_on_controller") else pair["key"],
             "cert_path": pair["cert"], "signer": sign, "secure_boot": secure_boot, "enrollment_pending": pending,
             "reimported": reimported,
             "msg": MOK.report(sign, secure_boot, p["image"], reimported, pending, p["reboot_ok"],

@@ -75,7 +75,8 @@ def host(tmp_path):
                    "stamp_base": {"component": "driver", "sha256": sha, "nvidia_src_dir": "/usr/src/nv",
                                   "flavor": "open"},
                    "nvidia_src_dir": "/usr/src/nv", "flavor": "open", "module_subdir": "updates/gdrcopy",
-                   "sign_command": [str(signer), "--key", "/k", "--cert", "/c"], "timeout": 600},
+                   "sign_command": [str(signer), "--key", "/k", "--cert", "/c"], "sign_cert": "",
+                   "timeout": 600},
     }
     return {"tmp": tmp_path, "modules": modules, "params": params, "depmod": [], "ldconfig": [], "cache": ""}
 

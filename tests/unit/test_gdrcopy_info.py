@@ -598,3 +598,28 @@ def test_on_an_rpm_host_rpm_is_asked_once(working_root):
     r = gdrcopy_facts.gather(m, params(working_root, packages=["mokutil", "gcc"]),
                              gdrcopy_facts.Host(m, working_root, live=True))
     assert r["packages"] == {"mokutil": False, "gcc": True} and m.calls.count(argv) == 1
+
+
+def test_a_kernel_the_controller_has_not_signed_yet_is_reported_awaiting_signature(image_root):
+    """The driver record signs on the controller (sign_cert) and 6.1.0-50's build differs from its installed gdrdrv
+    (the kernel hook built it; or a new key re-signs): that kernel is built, awaiting signature."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
+    spec = {"build_helper": "/usr/local/libexec/gdrcopy-ansible/gdrcopy-build", "tarball": "/var/tmp/g.tar.gz",
+            "build_log": "/var/lib/gdrcopy-ansible/build/builds.log",
+            "driver_dir": "/var/lib/gdrcopy-ansible/build/2.6-abc/driver", "stamp_base": {"sha256": "a" * 64},
+            "nvidia_src_dir": "", "flavor": "open", "module_subdir": "updates/gdrcopy", "sign_command": [],
+            "sign_cert": "/var/lib/gdrcopy-ansible/mok/controller.der"}
+    write(image_root, PIPE.DRIVER_RECORD, json.dumps(spec))
+    write(image_root, spec["driver_dir"] + "/6.1.0-50-amd64/gdrdrv.ko", b"\x7fELF built, unsigned")
+    m = FakeModule(tools={}, outputs={})
+    r = gdrcopy_facts.gather(m, params(image_root))
+    assert r["awaiting_signature"] == ["6.1.0-50-amd64"]
+    assert ("gdrdrv for 6.1.0-50-amd64 is built, awaiting signature: the controller signs "
+            "(mok_signing_sign_on_controller) and installs it at the next run of site.yml; until then 6.1.0-50-amd64 "
+            "boots without it") in r["concerns"]
+    # once the controller signed it, the build and the install are the same file
+    write(image_root, "/lib/modules/6.1.0-50-amd64/updates/gdrcopy/gdrdrv.ko", b"\x7fELF built, unsigned")
+    assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []
+    write(image_root, PIPE.DRIVER_RECORD, json.dumps(dict(spec, sign_cert="")))  # the host signs: nothing awaits
+    write(image_root, spec["driver_dir"] + "/6.1.0-50-amd64/gdrdrv.ko", b"\x7fELF another")
+    assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []

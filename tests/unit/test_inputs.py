@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_modsign as MS
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_inputs as I
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok
 from conftest import REPO
@@ -140,7 +141,7 @@ def test_a_boolean_from_the_command_line_is_a_boolean_once_checked(given_, expec
         for name, spec in OPTIONS[role].items():
             if spec["type"] == "bool":
                 normalised, errors, _, _ = check(role, **{name: given_})
-                if not errors:  # mok_signing_sign_on_controller: true is refused by its own rule
+                if not errors:  # mok_signing_sign_on_controller: true needs the controller's key
                     assert normalised[name] is expected, name
 
 
@@ -303,6 +304,10 @@ def assert_harmless(name, value, normalised):
         assert value == "" or (value.startswith("/") and shlex.split(shlex.quote(value)) == [value])
     elif name == "gdrcopy_sign_command":
         assert json.loads(json.dumps(value)) == value and (not value or shell_word(value[0]))
+    elif name == "gdrcopy_controller_signer":  # read on the controller; node_cert is a checked node path
+        assert value == {} or (shell_word(value["node_cert"]) and value["cert"].startswith("/"))
+    elif name == "mok_signing_pkcs11_uri":  # read by python-pkcs11 on the controller only
+        assert value == "" or MS.parse_pkcs11_uri(value)
 
 
 INPUTS = [(role, name) for role in ROLES for name in sorted(OPTIONS[role])]
@@ -314,6 +319,7 @@ PERMISSIVE = {
     "gdrcopy_device_mode": {"gdrcopy_device_world_access": True},
     "gdrcopy_source_git_ref": {"gdrcopy_source_type": "git", "gdrcopy_allow_unpinned": True},
     "gdrcopy_source_git_url": {"gdrcopy_source_type": "git"},
+    "mok_signing_pkcs11_uri": {"mok_signing_sign_on_controller": True, "mok_signing_controller_cert": "/srv/c.der"},
 }
 
 
@@ -331,7 +337,7 @@ def test_a_hostile_value_is_refused_by_name_or_harmless(role, name, value):
             assert "\n" not in e and not I._CONTROL.search(e), e     # one line, whatever the value held
             assert len(e) < 900, e                                  # a long value is cut, not echoed whole
             if secret and isinstance(value, str) and len(value) > 3:
-                assert value not in e                               # a password is never shown
+                assert value not in e.replace(name, "")                               # a password is never shown
     else:
         assert_harmless(name, normalised[name], normalised)
 
@@ -359,6 +365,9 @@ OTHER_VALUE = {
     "mok_signing_host_key_paths": [], "mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der",
     "mok_signing_key_dir": "/srv/mok", "mok_signing_key_cn": "another name", "mok_signing_enrollment_password": "x",
     "gdrcopy_uninstall_key_dir": "/srv/mok", "gdrcopy_uninstall_mok_password": "x",
+    "gdrcopy_controller_signer": {"cert": "/srv/c.der", "key": "/srv/k.pem", "node_cert": "/var/lib/mok/c.der"},
+    "mok_signing_pkcs11_uri": "pkcs11:token=mok;object=gdrdrv", "mok_signing_pkcs11_module": "/usr/lib/p11.so",
+    "mok_signing_pkcs11_pin": "1234",
 }
 
 
@@ -384,13 +393,15 @@ def test_every_input_but_secrets_and_the_fast_rerun_switch_changes_the_digest(ro
     value = other_value(name, options[name])
     # what else the other value needs to pass the rules between inputs: a ref needs a git source; the controller
     # key and certificate go together, so the pair (set against unset) is what changes for either
-    extra = {"gdrcopy_source_git_ref": {"gdrcopy_source_type": "git"}}.get(name, PERMISSIVE.get(name, {}))
+    extra = {"gdrcopy_source_git_ref": {"gdrcopy_source_type": "git"},
+             "mok_signing_sign_on_controller": {"mok_signing_controller_cert": "/srv/c.der",
+                                                "mok_signing_controller_key": "/srv/k.pem"},
+             "mok_signing_pkcs11_uri": dict(PERMISSIVE["mok_signing_pkcs11_uri"],
+                                            mok_signing_pkcs11_uri="pkcs11:token=a;object=b")}.get(
+        name, PERMISSIVE.get(name, {}))
     pair = {"mok_signing_controller_key": "/srv/k.pem", "mok_signing_controller_cert": "/srv/c.der"}
     base, errors, _, _ = check(role, **extra)
     changed, errors2, _, _ = check(role, **dict(extra, **(pair if name in pair else {name: value})))
-    if name == "mok_signing_sign_on_controller":  # its other value is refused until signing on the controller exists
-        assert errors == [] and len(errors2) == 1 and name in errors2[0]
-        return
     assert errors == [] and errors2 == [], (errors, errors2)
     leave_out = I.NOT_STATE
     assert set(leave_out) == {"gdrcopy_fast_rerun"} | set(n for n in OPTIONS["gdrcopy"] if n.startswith("gdrcopy_uninstall_"))

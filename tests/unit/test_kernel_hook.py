@@ -69,6 +69,7 @@ def hook_env(host, **extra):
 
 
 def run_hook(host, calls, **kw):
+    """(the kernel's row of the pipeline's result, or None when it waits for headers; what the hook said)"""
     out = []
     rc = hook.run_hook(KERNEL, config=str(host["config"]), modules_root=str(host["modules"]), run=depmod_only(calls),
                        say=out.append, **kw)
@@ -78,7 +79,7 @@ def run_hook(host, calls, **kw):
 def test_a_new_kernel_gets_a_built_signed_installed_gdrdrv_with_the_roles_stamp(host):
     calls = []
     rc, out = run_hook(host, calls)
-    assert rc == 0, out
+    assert rc["install"] == "installed", out
     installed = host["modules"] / KERNEL / "updates" / "gdrcopy" / "gdrdrv.ko"
     assert installed.read_text() == f"module for {KERNEL}\n signed\n"
     build_dir = Path(host["cfg"]["driver_dir"]) / KERNEL
@@ -121,7 +122,7 @@ def test_a_second_call_compiles_nothing_and_changes_no_file(host):
     host["config"].write_text(json.dumps(host["cfg"]))
     calls = []
     rc, out = run_hook(host, calls)
-    assert rc == 0 and calls == [], calls
+    assert rc["install"] == "current" and calls == [], calls
     assert installed.stat().st_mtime_ns == before
     assert out == [f"gdrcopy-kernel-hook: gdrdrv for {KERNEL} is installed and current"]
     assert len(Path(host["cfg"]["build_log"]).read_text().splitlines()) == 1
@@ -131,7 +132,7 @@ def test_without_headers_it_waits_for_them(host):
     (host["modules"] / KERNEL / "build" / "Makefile").unlink()
     calls = []
     rc, out = run_hook(host, calls)
-    assert rc == 0 and calls == []
+    assert rc is None and calls == []
     assert "no headers for 6.1.0-99-amd64 yet" in out[0]
     assert not (host["modules"] / KERNEL / "updates").exists()
 
@@ -139,7 +140,7 @@ def test_without_headers_it_waits_for_them(host):
 def test_check_says_what_it_would_do_and_does_nothing(host):
     calls = []
     rc, out = run_hook(host, calls, check=True)
-    assert rc == 0 and calls == []
+    assert rc["build"] == "would build" and calls == []
     assert out == [f"gdrcopy-kernel-hook: would build, sign, install gdrdrv for {KERNEL}"]
     assert not Path(host["cfg"]["driver_dir"]).exists()
 
@@ -232,3 +233,23 @@ def test_a_build_that_prints_bytes_or_hangs_is_reported_and_stopped(host):
     assert r.returncode == 0 and "ran past its time limit of 2 s" in r.stderr, r.stderr
     status = json.loads((host["tmp"] / "status.json").read_text())
     assert status["ok"] is False and not (host["modules"] / KERNEL / "updates").exists()
+
+
+def test_with_the_controller_signing_a_new_kernel_is_built_and_waits_for_the_next_run(host):
+    """No key on the host: the module is built, left unsigned and not installed (Secure Boot would refuse it), the
+    status says so, and gdrcopy_info reports the kernel as awaiting signature (the report's warning)."""
+    host["cfg"].update(sign_command=[], sign_cert=str(REPO / "tests/fixtures/modsign/cert-a.der"))
+    host["config"].write_text(json.dumps(host["cfg"]))
+    calls = []
+    row, out = run_hook(host, calls)
+    assert (row["build"], row["sign"], row["install"]) == ("built", "awaiting signature", "awaiting signature")
+    assert not (host["modules"] / KERNEL / "updates").exists() and ["depmod", KERNEL] not in calls
+    assert out[-1] == ("gdrcopy-kernel-hook: gdrdrv for %s is built, awaiting signature: the controller signs it, "
+                       "so the next Ansible run signs and installs it" % KERNEL)
+    status = host["tmp"] / "status.json"
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env=hook_env(host))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(status.read_text())
+    assert got["ok"] is True and got["state"] == "awaiting signature" and "awaiting signature" in got["msg"]
+    assert not (host["modules"] / KERNEL / "updates").exists()

@@ -204,6 +204,31 @@ def test_the_controllers_pair_is_taken_and_its_der_made_again(tmp_path, firmware
     assert (d / "controller.der").read_bytes() == (src / "mok.der").read_bytes()
 
 
+def test_signing_on_the_controller_leaves_only_the_certificate_on_the_host(tmp_path, firmware):
+    """An earlier run kept the controller's key on the host (key source controller) and pointed DKMS at it: with
+    signing on the controller the key and the drop-in go, the certificate stays, and nothing signs here."""
+    src = tmp_path / "ctl"
+    subprocess.run([str(KEYGEN), str(src), "fleet key", "30"], check=True, capture_output=True)
+    pem, key = (src / "mok.pem").read_bytes(), (src / "mok.key").read_bytes()
+    (tmp_path / "etc/dkms").mkdir(parents=True)
+    (tmp_path / "etc/dkms/framework.conf").write_text("# the package's\n")
+    cert = base64.b64encode(pem).decode()
+    M.run(Module(), params(tmp_path, controller_cert=cert, controller_key=base64.b64encode(key).decode()), Host())
+    d, dropin = tmp_path / "mok", tmp_path / "etc/dkms/framework.conf.d/gdrcopy-ansible.conf"
+    assert (d / "controller.key").exists() and dropin.exists()
+    p = params(tmp_path, controller_cert=cert, sign_on_controller=True)
+    r = M.run(Module(), p, Host())
+    assert r["source"] == "controller" and r["key_path"] == "" and r["cert_path"] == str(d / "controller.der")
+    assert r["changes"] == ["removed %s (the controller signs)" % (d / "controller.key"),
+                            "removed %s (the key is not on this host)" % dropin]
+    assert not (d / "controller.key").exists() and not dropin.exists()
+    assert (d / "controller.der").read_bytes() == (src / "mok.der").read_bytes()
+    assert not [f for f in d.rglob("*") if f.is_file() and b"PRIVATE KEY" in f.read_bytes()]
+    assert M.run(Module(), p, Host())["changed"] is False
+    with pytest.raises(M.Failed, match="never its key"):
+        M.run(Module(), dict(p, controller_key=base64.b64encode(key).decode()), Host())
+
+
 def test_an_enrolled_host_pair_signs_and_nothing_is_made(tmp_path, firmware):
     pair = {"key": str(tmp_path / "dkms/mok.key"), "cert": str(tmp_path / "dkms/mok.pub")}
     subprocess.run([str(KEYGEN), str(tmp_path / "dkms"), "dkms key", "30"], check=True, capture_output=True)
