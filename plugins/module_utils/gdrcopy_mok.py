@@ -10,9 +10,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import shlex
+import tempfile
 
-from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import checked
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import checked, must
 
 SOURCES = ("auto", "enrolled", "controller", "generate")
 # States of a certificate in which it is trusted already, or will be at the next boot.
@@ -125,3 +127,77 @@ def password_hash(run, openssl, password):
     and the deletion (gdrcopy_uninstall) both hash it here."""
     argv = [openssl, "passwd", "-6", "-stdin"]
     return checked(argv, *run(argv, data=password)).strip() + "\n"
+
+
+def mok_request(h, run, openssl, mokutil, verb, cert, password, directory=None):
+    """mokutil --import or --delete of cert, the MokManager password hashed into a 0600 file in directory (never in
+    an argv), removed afterwards: mokutil's output. Failed when a command fails. The enrollment and the deletion of a
+    replaced certificate (gdrcopy_mok) and the uninstall's deletion (gdrcopy_uninstall) all ask through it."""
+    hashed = password_hash(run, openssl, password)
+    handle, hash_file = tempfile.mkstemp(prefix=".gdrcopy-mok-", dir=directory)
+    try:
+        os.write(handle, hashed.encode("ascii"))
+        os.close(handle)
+        return must(h, [mokutil, verb, cert, "--hash-file", hash_file])
+    finally:
+        os.unlink(hash_file)
+
+
+# --- key rotation ---------------------------------------------------------------------------------------------
+
+def rotation(previous, previous_state, cert, state, secure_boot):
+    """The key rotation a run is in, from the certificate that signed until now (previous: the signer link's target
+    before this run, with its MOK state) and the one chosen now: None (no change of key), or {from, to, phase}:
+      pending  Secure Boot is on and the new certificate is not trusted yet while the old one is: the new one is
+               imported, gdrdrv is re-signed with it, but an installed gdrdrv that differs only in its signature is
+               kept (it still loads) until the new key is enrolled;
+      done     the new certificate is trusted (or Secure Boot is off): every installed gdrdrv is re-signed with it,
+               and the old one is recorded as replaced, to be deleted from the MOK list once nothing is signed by it."""
+    if not previous or previous == cert or previous_state not in TRUSTED:
+        return None
+    phase = "pending" if secure_boot and state not in TRUSTED else "done"
+    return {"from": previous, "to": cert, "phase": phase}
+
+
+def replaced_step(state, in_use, pending_serials, serial, delete):
+    """What becomes of the certificate a rotation replaced (the replaced record): its MOK state, the kernels whose
+    installed gdrdrv it still signs (in_use), the deletions already requested, and mok_signing_delete_replaced ->
+      in use     some installed gdrdrv is still signed by it: kept (a run that re-signs them comes first)
+      pending    its deletion waits for MokManager at the next boot
+      request    nothing is signed by it, delete is on: mokutil --delete now
+      offer      nothing is signed by it: the report says how to delete it
+      gone       it is not enrolled any more (deleted at the console, or never was): the record is dropped."""
+    if state not in TRUSTED:
+        return "gone"
+    if serial and serial in pending_serials:
+        return "pending"
+    if in_use:
+        return "in use"
+    return "request" if delete else "offer"
+
+
+def rotation_report(rot, replaced, step, in_use):
+    """The sentences about a rotation and the replaced certificate, for the role's message."""
+    out = []
+    if rot and rot["phase"] == "pending":
+        out.append("Key rotation: %s replaces %s, which stays enrolled; every gdrdrv is re-signed with the new key, but "
+                   "an installed gdrdrv signed by the old one is kept (it still loads) until the new key is enrolled "
+                   "at the console and the next run installs the re-signed modules." % (rot["to"], rot["from"]))
+    elif rot:
+        out.append("Key rotation: %s is trusted now, so every installed gdrdrv is re-signed with it; %s is recorded as "
+                   "replaced." % (rot["to"], rot["from"]))
+    if replaced and step:
+        out.append({
+            "in use": "The replaced certificate %s still signs gdrdrv for %s: it stays enrolled until those are re-signed "
+                      "(this run does that)." % (replaced, ", ".join(in_use)),
+            "pending": "The deletion of the replaced certificate %s from the MOK list waits for the console: confirm it "
+                       "in MokManager (Delete MOK) at the next boot." % replaced,
+            "request": "Nothing is signed by the replaced certificate %s any more: its deletion from the MOK list is "
+                       "requested; confirm it at the console at the next boot (MokManager: Delete MOK, then the "
+                       "enrollment password)." % replaced,
+            "offer": "Nothing is signed by the replaced certificate %s any more: delete it from the MOK list with "
+                     "mok_signing_delete_replaced: true (or mokutil --delete %s), then confirm it in MokManager at the "
+                     "next boot." % (replaced, replaced),
+            "gone": "The replaced certificate %s is not enrolled any more: the rotation is complete." % replaced,
+        }[step])
+    return out

@@ -50,6 +50,7 @@ PATHS = {
     "config_dir": CONFIG_DIR,
     "converged_record": STATE_DIR + "/converged.json",    # the record of a verified host (gdrcopy_verify)
     "mok_signer": STATE_DIR + "/mok-signer.der",          # the link to the certificate that signs (mok_signing)
+    "mok_replaced": STATE_DIR + "/mok-replaced.json",     # the certificate a key rotation replaced (mok_signing)
     "driver_record": DRIVER_RECORD,                       # the last install's driver options (gdrcopy_build)
     "rollback_record": STATE_DIR + "/rollback.json",      # the release before the last change, while it is kept
     "hook_status": HOOK_STATUS,                           # the outcome of the kernel hook's last call
@@ -597,7 +598,7 @@ def plan(spec, kernels, lib=None, modules_root=MODULES_ROOT):
 
 
 def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MODULES_ROOT, run=subprocess.run,
-             say=lambda msg: None, takes=None, pack=None, signed=None):
+             say=lambda msg: None, takes=None, pack=None, signed=None, hold_resigned=False):
     """Bring the host to the builds (and, with install, the installs) of spec, lib and kernels.
 
     takes: {build dir: {from, sha256}}, builds another host made (fleet builds), unpacked instead of compiled when
@@ -605,7 +606,9 @@ def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MO
     as <dir>/<name>.tar.gz for other hosts (result: packed [{name, path, sha256}]); signed: {kernel: path}, the
     modules the controller signed (spec sign_cert), each checked to be this host's build with a signature that
     verifies, then put in the build's place (result: awaiting [{kernel, path, hash, sha256}], the modules still
-    waiting for the controller's signature, not installed).
+    waiting for the controller's signature, not installed); hold_resigned: a key rotation waits for the new key's
+    enrollment - an installed gdrdrv that differs from the build only in its signature is kept (it still loads),
+    its row's install "held".
     Returns {changed, lib, kernels: [{kernel, build, sign, install, depmod}], packed, awaiting, diff, seconds: {step: wall
     seconds, for the steps that took any}}; check predicts and
     changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
@@ -616,7 +619,7 @@ def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MO
     result = {"changed": False, "lib": None, "kernels": [], "packed": [], "awaiting": [], "diff": [], "seconds": {}}
     try:
         return _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes or {}, pack,
-                         signed or {})
+                         signed or {}, hold_resigned)
     except PipelineError as e:
         e.results = e.results or result
         raise
@@ -651,7 +654,8 @@ def _lap(result, step, since):
     return now
 
 
-def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack, signed):
+def _converge(spec, kernels, lib, install, check, modules_root, run, say, result, takes, pack, signed,
+              hold_resigned=False):
     t = time.monotonic()
     p = plan(spec, kernels, lib, modules_root)
     t = _lap(result, "plan", t)
@@ -753,6 +757,9 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
         if new and new == k["installed_sha256"]:
             row["install"] = "current"
             continue
+        if new and k["installed_sha256"] and hold_resigned and only_resigned(built, k["dest"]):
+            row["install"] = "held"
+            continue
         result["diff"].append({"before_header": k["dest"], "after_header": k["dest"],
                                "before": ("sha256 %s\n" % k["installed_sha256"]) if k["installed_sha256"] else "",
                                "after": "sha256 %s\n" % (new or "(built in this run)")})
@@ -777,6 +784,15 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
             row["depmod"] = True
     _lap(result, "depmod", t)
     return result
+
+
+def only_resigned(built, installed):
+    """Whether the two module files differ in their appended signatures alone."""
+    try:
+        with open(built, "rb") as a, open(installed, "rb") as b:
+            return unsigned_content(a.read()) == unsigned_content(b.read())
+    except (IOError, OSError, ValueError):
+        return False
 
 
 def unsigned_content(data):

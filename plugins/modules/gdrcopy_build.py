@@ -191,6 +191,14 @@ options:
       pkcs11_pin:
         description: The token's user PIN (the URI's C(pin-value) or C(pin-source) win).
         type: str
+  hold_resigned:
+    description:
+      - A key rotation waits for the new key's enrollment (the mok_signing role's C(mok_signing_rotation)) - an
+        installed gdrdrv that differs from the new build only in its appended signature is kept, since it still
+        loads and the re-signed one would not until the new key is enrolled (RV(kernels[].install) C(held)). The next
+        run, once the key is enrolled, installs the re-signed modules. Not recorded for the kernel hook.
+    type: bool
+    default: false
   signed:
     description: Set by the action plugin - the modules it signed on the controller, C({kernel, from}) each (from -
       where it put the signed copy on the host).
@@ -344,7 +352,8 @@ kernels:
         the controller, not signed yet), or C(would sign) / C(would resign).
       type: str
     install:
-      description: C(current), C(installed), C(would install), C(skipped) or C(awaiting signature).
+      description: C(current), C(installed), C(would install), C(skipped), C(awaiting signature) or C(held) (with
+        O(hold_resigned)).
       type: str
     depmod:
       description: Whether depmod ran for this kernel.
@@ -503,6 +512,7 @@ ARGUMENT_SPEC = dict(
         cert=dict(type="path", required=True), key=dict(type="path", no_log=False), pkcs11_uri=dict(type="str"),
         pkcs11_module=dict(type="path"), pkcs11_pin=dict(type="str", no_log=True))),
     signed=dict(type="list", elements="dict", default=[]),
+    hold_resigned=dict(type="bool", default=False),
 )
 
 
@@ -656,7 +666,8 @@ def build(params, check=False, modules_root=P.MODULES_ROOT, run=None, module=Non
     try:
         tarball = put_tarball(spec, params.get("source"), check)
         result = P.converge(spec, params["kernels"], lib=lib, install=params["install"], check=check,
-                            modules_root=modules_root, takes=takes, pack=pack, signed=signed, **kwargs)
+                            modules_root=modules_root, takes=takes, pack=pack, signed=signed,
+                            hold_resigned=params.get("hold_resigned", False), **kwargs)
     except P.PipelineError as e:
         empty = {"changed": False, "lib": None, "kernels": [], "awaiting": [], "diff": [], "seconds": {}}
         return with_helpers(summarize(e.results or empty), helpers), str(e)

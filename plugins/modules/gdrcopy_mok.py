@@ -106,6 +106,13 @@ options:
     description: Where C(/etc/dkms/framework.conf) exists, write the drop-in that makes DKMS sign with the same pair.
     type: bool
     default: true
+  delete_replaced:
+    description:
+      - After a key rotation, ask for the deletion of the replaced certificate from the MOK list (C(mokutil
+        --delete), the password hashed into a 0600 file) once no installed gdrdrv is signed by it; the operator
+        confirms it in MokManager at the next boot. V(false) says how to do it instead.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -160,6 +167,22 @@ changes:
   returned: always
   type: list
   elements: str
+rotation:
+  description:
+    - The key rotation this run is in (the certificate that signed until now, the signer link's target, differs from
+      the one chosen, and is trusted) - C(from), C(to) and C(phase) - C(pending) (the new key waits for its
+      enrollment; the gdrcopy role keeps the installed gdrdrv signed by the old one) or C(done) (the new key is
+      trusted; every installed gdrdrv is re-signed with it and the old certificate is recorded as replaced).
+      None when the key did not change.
+  returned: success
+  type: dict
+replaced:
+  description:
+    - The certificate a rotation replaced (C(/var/lib/gdrcopy-ansible/mok-replaced.json)) - C(cert), C(serial),
+      C(in_use) (the kernels whose installed gdrdrv it still signs) and C(step) (C(in use), C(pending),
+      C(request), C(offer) or C(gone), the record then dropped). None when there is none.
+  returned: success
+  type: dict
 msg:
   description: The role's report - the signer, Secure Boot and the MOK state, and the console step when pending.
   returned: success
@@ -167,6 +190,7 @@ msg:
 """
 
 import base64
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -176,6 +200,8 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_co
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_commands import Failed, checked, must
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_mok as MOK
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_uninstall as U
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_fileops import (
     HELPERS_SPEC, PACKAGES_SPEC, ensure, ensure_helpers, record_packages)
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS, PipelineError, point_link
@@ -183,7 +209,7 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline 
 DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
 DKMS_DROPIN = "/etc/dkms/framework.conf.d/gdrcopy-ansible.conf"
 MARKER = "enrollment-requested"
-HASH_FILE = ".enroll-hash"
+REPLACED = PATHS["mok_replaced"]  # the certificate a key rotation replaced, until it is deleted from the MOK list
 
 ARGUMENT_SPEC = dict(
     key_source=dict(type="str", choices=list(MOK.SOURCES), default="auto", no_log=False),
@@ -205,6 +231,7 @@ ARGUMENT_SPEC = dict(
     image=dict(type="bool", default=False),
     record=dict(type="path", default=PATHS["mok_signer"]),
     dkms=dict(type="bool", default=True),
+    delete_replaced=dict(type="bool", default=False),
 )
 
 
@@ -267,15 +294,8 @@ def import_for_enrollment(module, h, p, cert, changes):
         changes.append("imported %s for enrollment" % cert)
         return
     openssl, mokutil = h.tool("openssl") or "openssl", h.tool("mokutil") or "mokutil"
-    hashed = MOK.password_hash(module.run_command, openssl, p["enrollment_password"])
-    hash_file = p["key_dir"] + "/" + HASH_FILE
-    try:
-        ensure(module, hash_file, to_bytes(hashed), 0o600)
-        cmd = [mokutil, "--import", cert, "--hash-file", hash_file]
-        out = must(h, cmd)
-    finally:
-        if os.path.exists(hash_file):
-            os.unlink(hash_file)
+    out = MOK.mok_request(h, module.run_command, openssl, mokutil, "--import", cert, p["enrollment_password"],
+                          p["key_dir"])
     ensure(module, p["key_dir"] + "/" + MARKER, to_bytes(
         "%s imported for enrollment; confirm it in MokManager at the next boot\n" % cert), 0o644)
     if "SKIP" not in out:  # mokutil skips a key it has already
@@ -286,10 +306,59 @@ def import_for_enrollment(module, h, p, cert, changes):
         changes.append("set the MokManager timeout to %d s" % p["mokmanager_timeout"])
 
 
+def rotate(module, h, p, previous, candidates, cert, mok, secure_boot, efi, changes):
+    """The rotation this run is in (MOK.rotation); when it is done, the old certificate is recorded as replaced."""
+    if not previous or previous == cert or p["image"]:
+        return None
+    probed = next((c for c in candidates if c["cert"] == previous and c["exists"]), None)
+    before = probed or F.cert_mok_state(h, previous, efi)
+    rot = MOK.rotation(previous, before.get("state"), cert, mok["state"], secure_boot)
+    if rot and rot["phase"] == "done":
+        serial = before.get("serial") or F.certificate_facts(h, previous)[0]
+        text = json.dumps({"cert": previous, "serial": serial}, sort_keys=True) + "\n"
+        if ensure(module, REPLACED, to_bytes(text), 0o644, module.check_mode):
+            changes.append("recorded %s as replaced by %s" % (previous, cert))
+    return rot
+
+
+def replaced_certificate(module, h, p, efi, changes):
+    """The certificate a rotation replaced (REPLACED): kept while an installed gdrdrv is signed by it, then offered
+    for deletion (or its deletion requested, with delete_replaced), dropped once it is not enrolled any more."""
+    try:
+        with open(REPLACED) as f:
+            record = json.load(f)
+        cert, serial = record["cert"], P.normalize_serial(record.get("serial") or "")
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        return None
+    state = F.cert_mok_state(h, cert, efi)
+    serial = serial or state.get("serial", "")
+    in_use = [k["release"] for k in F.kernel_facts(h, serial)["installed"]
+              if any(m["ours"] for m in k["gdrdrv_modules"])] if serial else []
+    mokutil = h.live_tool("mokutil")
+    pending = U.list_serials(h.run([mokutil, "--list-delete"])[1]) if mokutil and state["state"] in MOK.TRUSTED else []
+    step = MOK.replaced_step(state["state"], in_use, pending, serial, p.get("delete_replaced", False))
+    if step == "request":
+        if not p["enrollment_password"]:
+            raise Failed("mok_signing_delete_replaced asks for the deletion of %s from the MOK list, which needs the "
+                         "password MokManager asks for: set mok_signing_enrollment_password (vault it). Nothing else "
+                         "was changed." % cert)
+        changes.append("requested the deletion of %s from the MOK list" % cert)
+        if not module.check_mode:
+            MOK.mok_request(h, module.run_command, h.tool("openssl") or "openssl", mokutil, "--delete", cert,
+                            p["enrollment_password"], p["key_dir"])
+    elif step == "gone":
+        changes.append("dropped the record of the replaced %s (not enrolled any more)" % cert)
+        if not module.check_mode:
+            os.unlink(REPLACED)
+    return {"cert": cert, "serial": serial, "in_use": in_use, "step": step}
+
+
 def run(module, p, h=None):
     """The module's work: the result (raises Failed)."""
     h = h or F.Host(module, "/", image=p["image"])
     pairs = p["host_key_paths"]
+    # the certificate that signed until now (a rotation starts when the one chosen below differs)
+    previous = os.path.realpath(p["record"]) if os.path.islink(p["record"]) and os.path.exists(p["record"]) else ""
     probe = F.secure_boot_facts(h, None, MOK.candidate_certs(pairs, p["key_dir"]))
     candidates = probe["candidates"]
     secure_boot = bool(probe.get("enabled"))
@@ -320,7 +389,6 @@ def run(module, p, h=None):
         take_controller_pair(module, h, p, pair, changes)
     elif source == "generated":
         make_key(module, h, p, pair, changes)
-    link_record(module, p["record"], pair["cert"], changes)
     # The certificate's MOK state: the probe's when this call left it as the probe read it, else read again (a key
     # made or a DER written now); a key check mode would make now is not enrolled.
     probed = next((c for c in candidates if c["cert"] == pair["cert"] and c["exists"]), None)
@@ -346,15 +414,20 @@ def run(module, p, h=None):
     elif p["dkms"] and h.exists(DKMS_FRAMEWORK):
         if ensure(module, DKMS_DROPIN, to_bytes(MOK.dkms_dropin(pair["key"], pair["cert"])), 0o644, module.check_mode):
             changes.append("wrote " + DKMS_DROPIN)
+    rot = rotate(module, h, p, previous, candidates, pair["cert"], mok, secure_boot, probe["efi"], changes)
+    # the signer link names the certificate installed modules are signed with: the old one while a rotation waits
+    link_record(module, p["record"], rot["from"] if rot and rot["phase"] == "pending" else pair["cert"], changes)
+    replaced = replaced_certificate(module, h, p, probe["efi"], changes)
     sign = MOK.signer(source, pair["cert"], mok, p["key_cn"])
     pending = secure_boot and sign["state"] == "pending"
     reimported = bool(imported and requested)
     return {"changed": bool(changes), "changes": changes, "source": source,
             "key_path": "" if p.get("sign_on_controller") else pair["key"],
             "cert_path": pair["cert"], "signer": sign, "secure_boot": secure_boot, "enrollment_pending": pending,
-            "reimported": reimported,
-            "msg": MOK.report(sign, secure_boot, p["image"], reimported, pending, p["reboot_ok"],
-                              mok.get("detail", ""))}
+            "reimported": reimported, "rotation": rot, "replaced": replaced,
+            "msg": " ".join([MOK.report(sign, secure_boot, p["image"], reimported, pending, p["reboot_ok"],
+                                        mok.get("detail", ""))] + MOK.rotation_report(
+                rot, (replaced or {}).get("cert"), (replaced or {}).get("step"), (replaced or {}).get("in_use")))}
 
 
 def main():

@@ -150,7 +150,6 @@ msg:
 
 import grp
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -291,17 +290,10 @@ def delete_mok(module, params, check):
     if check:
         return out
     try:
-        hashed = MOK.password_hash(module.run_command, module.get_bin_path("openssl", required=True),
-                                   params["mok_password"])
+        MOK.mok_request(h, module.run_command, module.get_bin_path("openssl", required=True), mokutil, "--delete",
+                        cert, params["mok_password"], "/run" if os.path.isdir("/run") else None)
     except Failed as err:
         raise U.UninstallError(str(err))
-    handle, hash_file = tempfile.mkstemp(prefix="gdrcopy-mok-", dir="/run" if os.path.isdir("/run") else None)
-    try:
-        os.write(handle, hashed.encode("ascii"))
-        os.close(handle)
-        command(module, [mokutil, "--delete", cert, "--hash-file", hash_file], "mokutil --delete %s" % cert)
-    finally:
-        os.unlink(hash_file)
     return out
 
 

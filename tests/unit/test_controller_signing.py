@@ -39,14 +39,14 @@ def node(tmp_path):
     return {"tmp": tmp_path, "modules": modules, "driver": driver, "depmod": []}
 
 
-def call(node, signed=None, **driver):
+def call(node, signed=None, hold=False, **driver):
     def run(argv, **kw):
         if argv[0] == "depmod":
             node["depmod"].append(argv[1])
             return subprocess.CompletedProcess(argv, 0, "", "")
         return subprocess.run(argv, **kw)
     params = {"kernels": [K], "install": True, "record": None, "driver": dict(node["driver"], **driver),
-              "signed": [{"kernel": k, "from": str(p)} for k, p in (signed or {}).items()]}
+              "signed": [{"kernel": k, "from": str(p)} for k, p in (signed or {}).items()], "hold_resigned": hold}
     return M.build(params, modules_root=str(node["modules"]), run=run)
 
 
@@ -97,8 +97,14 @@ def test_a_new_key_resigns_and_the_old_module_stays_until_then(node):
     result, error = call(node, sign_cert=str(HERE / "cert-b.der"))
     assert error is None and row(result) == ("current", P.AWAITING, P.AWAITING)
     assert dest(node).read_bytes() == old  # still loadable with the enrolled key A until B signs
-    result, error = call(node, signed=controller(node, result, signer("b")), sign_cert=str(HERE / "cert-b.der"))
-    assert error is None and row(result) == ("current", "signed", "installed")
+    sent = controller(node, result, signer("b"))
+    # while B waits for its enrollment (a rotation: the mok_signing role's gdrcopy_hold_resigned), A's stays
+    result, error = call(node, signed=sent, hold=True, sign_cert=str(HERE / "cert-b.der"))
+    assert error is None and row(result) == ("current", "signed", "held") and dest(node).read_bytes() == old
+    result, error = call(node, hold=True, sign_cert=str(HERE / "cert-b.der"))
+    assert error is None and row(result) == ("current", "unchanged", "held") and not result["changed"]
+    result, error = call(node, sign_cert=str(HERE / "cert-b.der"))  # B enrolled: the re-signed module goes in
+    assert error is None and row(result) == ("current", "unchanged", "installed")
     assert P.signature_verifies(subprocess.run, dest(node).read_bytes(), str(HERE / "cert-b.der"))[0]
 
 

@@ -6,6 +6,7 @@ mok-keygen and converts real certificates with openssl. What the firmware says (
 mokutil's import are given by the test: the secureboot VM scenario runs them for real through MokManager."""
 
 import base64
+import json
 import os
 import shutil
 import subprocess
@@ -155,9 +156,10 @@ def test_secure_boot_imports_with_a_hashed_password_and_reports_the_console_step
     monkeypatch.setattr(M.F, "cert_mok_state", after_import)
     r = M.run(Module(), params(tmp_path, enrollment_password="s3cret pass", mokmanager_timeout=30), h)
     imports = [c for c in h.calls if "--import" in c]
-    assert imports == [[imports[0][0], "--import", cert, "--hash-file", str(tmp_path / "mok/.enroll-hash")]]
+    assert len(imports) == 1 and imports[0][1:4] == ["--import", cert, "--hash-file"]
+    assert os.path.dirname(imports[0][4]) == str(tmp_path / "mok")  # a 0600 file beside the keys, removed after
     assert not any("s3cret" in " ".join(c) for c in h.calls)  # never in an argv
-    assert not (tmp_path / "mok/.enroll-hash").exists() and (tmp_path / "mok/enrollment-requested").exists()
+    assert not os.path.exists(imports[0][4]) and (tmp_path / "mok/enrollment-requested").exists()
     assert [c[1:] for c in h.calls if "--timeout" in c] == [["--timeout", "30"]]
     assert r["enrollment_pending"] and r["signer"]["state"] == "pending" and not r["reimported"]
     assert "choose Enroll MOK, Continue, Yes" in r["msg"]
@@ -274,3 +276,84 @@ def test_the_helpers_are_written_first_once_and_after_the_refusals(tmp_path, fir
     assert M.run(Module(), params(tmp_path, helpers=[helper]), Host())["changed"] is False
     with pytest.raises(M.Failed, match="helpers: relative wants an absolute path"):
         M.run(Module(), params(tmp_path, helpers=[dict(helper, dest="relative")]), Host())
+
+
+class RotatingHost(Host):
+    """Host whose mokutil also answers --list-delete (the serials waiting for deletion) and records --delete."""
+
+    def __init__(self):
+        Host.__init__(self)
+        self.delete_list = ""
+
+    def live_tool(self, name):
+        return self.tool(name)
+
+    @staticmethod
+    def path(p):
+        return p
+
+    @staticmethod
+    def read(p):
+        try:
+            with open(p) as f:
+                return f.read()
+        except (IOError, OSError):
+            return None
+
+    def run(self, argv):
+        if os.path.basename(argv[0]) == "mokutil" and argv[1] == "--list-delete":
+            self.calls.append(argv)
+            return 0, self.delete_list, ""
+        return Host.run(self, argv)
+
+
+def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_then_offers_the_old_ones_deletion(
+        tmp_path, firmware, monkeypatch):
+    """Generated key G signs and is enrolled; the fleet moves to the controller's key C (signing on the controller):
+    C is imported and the signer link stays at G while C waits (the gdrcopy role keeps G's modules); once C is
+    enrolled the link moves to C and G is recorded as replaced, kept while a module is signed by it, then offered,
+    then (delete_replaced) its deletion requested, then dropped once MokManager deleted it."""
+    firmware["enabled"] = True
+    monkeypatch.setattr(M, "REPLACED", str(tmp_path / "state/mok-replaced.json"))
+    signed_by = {"serial": None}  # which serial the installed gdrdrv is signed by
+    monkeypatch.setattr(M.F, "kernel_facts", lambda h, serial: {"installed": [
+        {"release": "6.1.0-50-amd64", "gdrdrv_modules": [{"ours": bool(serial) and serial == signed_by["serial"]}]}]})
+    h = RotatingHost()
+    g = str(tmp_path / "mok/mok.der")
+    M.run(Module(), params(tmp_path, enrollment_password="pw"), h)
+    firmware["states"][g] = "enrolled"
+    serial_g = M.F.certificate_facts(h, g)[0]
+    signed_by["serial"] = serial_g
+    link = tmp_path / "state/mok-signer.der"
+    assert os.readlink(link) == g
+    src = tmp_path / "ctl"
+    subprocess.run([str(KEYGEN), str(src), "fleet key", "30"], check=True, capture_output=True)
+    c = str(tmp_path / "mok/controller.der")
+    ctl = params(tmp_path, controller_cert=base64.b64encode((src / "mok.pem").read_bytes()).decode(),
+                 sign_on_controller=True, enrollment_password="pw")
+    r = M.run(Module(), ctl, h)
+    assert r["rotation"] == {"from": g, "to": c, "phase": "pending"}
+    assert os.readlink(link) == g and r["replaced"] is None  # the installed modules are still G's
+    assert "imported %s for enrollment" % c in r["changes"]
+    assert "is kept (it still loads) until the new key is enrolled" in r["msg"]
+    firmware["states"][c] = "enrolled"  # the operator confirmed C in MokManager
+    r = M.run(Module(), ctl, h)
+    assert r["rotation"] == {"from": g, "to": c, "phase": "done"} and os.readlink(link) == c
+    assert json.loads((tmp_path / "state/mok-replaced.json").read_text()) == {"cert": g, "serial": serial_g}
+    assert r["replaced"]["step"] == "in use" and r["replaced"]["in_use"] == ["6.1.0-50-amd64"]
+    signed_by["serial"] = "C"  # the gdrcopy role re-signed every module with C
+    r = M.run(Module(), ctl, h)
+    assert r["rotation"] is None and r["replaced"]["step"] == "offer"
+    assert "mok_signing_delete_replaced: true (or mokutil --delete %s)" % g in r["msg"]
+    assert not [call for call in h.calls if "--delete" in call]
+    r = M.run(Module(), dict(ctl, delete_replaced=True), h)
+    deletes = [call for call in h.calls if "--delete" in call]
+    assert r["replaced"]["step"] == "request" and deletes[0][1:4] == ["--delete", g, "--hash-file"]
+    assert not any("pw" in arg for call in h.calls for arg in call[1:] if arg != "--hash-file")
+    h.delete_list = "[key 1]\nSHA1 Fingerprint: 00\n    Serial Number:\n        %s\n" % serial_g
+    r = M.run(Module(), dict(ctl, delete_replaced=True), h)
+    assert r["replaced"]["step"] == "pending" and len([c_ for c_ in h.calls if "--delete" in c_]) == 1
+    firmware["states"][g] = "not_enrolled"  # MokManager deleted it at the boot
+    r = M.run(Module(), dict(ctl, delete_replaced=True), h)
+    assert r["replaced"]["step"] == "gone" and not (tmp_path / "state/mok-replaced.json").exists()
+    assert M.run(Module(), dict(ctl, delete_replaced=True), h)["replaced"] is None

@@ -22,7 +22,7 @@ EXPORTS = {
                 "gdrcopy_uninstalled", "gdrcopy_package_lists_refresh"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
-                    "mok_signing_sign_command", "mok_signing_controller_signer"},
+                    "mok_signing_sign_command", "mok_signing_controller_signer", "mok_signing_rotation"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report", "nvidia_peermem_boot_modules"},
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).
@@ -32,7 +32,7 @@ PLAYBOOK_EXPORTS = {
                   # on a converged host, what the roles it skips would have exported (nothing pending, the smoke result)
                   "gdrcopy_smoke", "gdrcopy_reload_pending", "gdrcopy_reboot_required", "mok_signing_enrollment_pending"},
     # The mok_signing play hands the role's signing command (or the controller's signer) to the gdrcopy role.
-    "mok_signing": {"gdrcopy_sign_command", "gdrcopy_controller_signer"},
+    "mok_signing": {"gdrcopy_sign_command", "gdrcopy_controller_signer", "gdrcopy_hold_resigned"},
     # and the nvidia_peermem play hands the gdrcopy role's boot unit the modules it loads between nvidia and gdrdrv.
     "nvidia_peermem": {"gdrcopy_chain_modules"},
     "verify": {"gdrcopy_verify"},
