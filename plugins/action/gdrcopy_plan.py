@@ -24,6 +24,9 @@ ARGUMENT_SPEC = dict(
     source_candidates=dict(type="list", elements="str", default=[]),
     headers_package=dict(type="str", required=True),
     upstream_packages=dict(type="str", default="refuse", choices=["refuse", "replace"]),
+    backend=dict(type="str", default="auto", choices=list(PLAN.BACKENDS)),
+    version=dict(type="str", default=""),
+    signer=dict(type="str", default="", choices=list(PLAN.SIGNERS)),
 )
 
 
@@ -39,7 +42,8 @@ class ActionModule(ActionBase):
         try:
             out = PLAN.plan(args["info"], args["kernels"], args["mode"], args["device_group"],
                             args["device_group_create"], args["headers_query"], args["source_query"],
-                            args["source_candidates"], args["headers_package"], args["upstream_packages"])
+                            args["source_candidates"], args["headers_package"], args["upstream_packages"],
+                            args["backend"], args["version"], args["signer"])
         except PLAN.Blocked as err:
             result.update(failed=True, msg=str(err))
             return result

@@ -199,11 +199,11 @@ class Host:
         rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
         return rc, out, err
 
-    def smoke(self, expect):
+    def smoke(self, expect, dmabuf=False):
         """The smoke check (gdr_open through the installed library) in a child of this process, as the gdrcopy-smoke
         helper runs it (module_utils/gdrcopy_smoke.py is both): (exit code, JSON, error), without an interpreter
         start. Only on a live host."""
-        return SMOKE.in_child(SMOKE.check, (SMOKE.LIBRARY, expect), SMOKE_TIMEOUT)
+        return SMOKE.in_child(SMOKE.check, (SMOKE.LIBRARY, expect, dmabuf), SMOKE_TIMEOUT)
 
 
 # --- kernel ---------------------------------------------------------------------------------------------------
@@ -677,13 +677,23 @@ def gdrcopy_facts(h, prefix, release, library, gdrdrv):
             "tests_dir": current + "/bin", "tests": tests}
 
 
-def backend_facts(facts):
-    """Which backend gdr_open would use: gdrdrv, the 2.6 DMA-BUF path, or none, with the reasons."""
+def configured_backend(h):
+    """gdrcopy_backend as the last install recorded it (the driver record): gdrdrv or dmabuf; '' without a record."""
+    try:
+        return PIPE.load_driver_record(h.path(PIPE.DRIVER_RECORD))["backend"]
+    except PIPE.PipelineError:
+        return ""
+
+
+def backend_facts(facts, configured=""):
+    """Which backend gdr_open would use: gdrdrv, the 2.6 DMA-BUF path, or none, with the reasons; and the one the
+    last install chose (configured)."""
     gc = facts["gdrcopy"]
     ok, why = P.dmabuf_availability(facts["cuda"]["driver_version"], gc["library_version"] or gc["release"])
     problem = P.gdrdrv_problem(facts) if facts["live"] else "not a running host (image)"
-    out = P.choose_backend(problem, ok, why)
+    out = P.choose_backend(problem, ok, why, configured)
     out["dmabuf"] = {"available": ok, "reason": why}
+    out["configured"] = configured
     return out
 
 
@@ -736,20 +746,26 @@ SMOKE_PROGRAM = PATHS["smoke_program"]
 SMOKE_TIMEOUT = 60  # seconds; gdr_open on a wedged driver must not hang the run
 
 
-def smoke_check(h, expect):
+def smoke_check(h, expect, facts=None):
     """The gdrcopy role's smoke check (gdr_open through the installed library; Host.smoke), as the role records
-    it. The helper's presence says the role installed the library."""
+    it. The helper's presence says the role installed the library. With the DMA-BUF backend (the last install
+    chose it: facts' backend.configured) gdr_open goes through the CUDA driver, which needs a GPU: without one the
+    check does not apply (skipped), as gdrdrv's GPU-less check does not."""
     none = {"ran": False, "method": "none", "passed": False, "expected": expect}
+    dmabuf = ((facts or {}).get("backend") or {}).get("configured") == "dmabuf"
     if not h.live:
         return dict(none, msg="not a running host (image): nothing to open")
     if not h.exists(SMOKE_PROGRAM):
         return dict(none, msg="%s is not installed: run the gdrcopy role" % SMOKE_PROGRAM)
-    rc, out, err = h.smoke(expect)
+    if dmabuf and not facts["gpus"]:
+        return dict(none, skipped=True, msg="not run: the DMA-BUF backend opens through the CUDA driver and a GPU, "
+                                            "and this host has no NVIDIA GPU")
+    rc, out, err = h.smoke(expect, dmabuf=True) if dmabuf else h.smoke(expect)
     try:
         result = json.loads(out)
     except ValueError:
         return dict(none, msg="%s printed no result (exit code %d): %s" % (SMOKE_PROGRAM, rc, (err or out).strip()))
-    return dict(result, ran=True, method="library")
+    return dict(result, ran=True, method="dmabuf" if dmabuf else "library")
 
 
 PRIVATE_KEY = re.compile(rb"^-----BEGIN ([A-Z0-9 ]+ )?PRIVATE KEY-----")
@@ -945,7 +961,7 @@ def gather(module, params, host=None):
         "os": (h.root == "/" and complete_os_facts(params.get("os_facts"))) or os_facts(module, h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
-    facts["backend"] = backend_facts(facts)
+    facts["backend"] = backend_facts(facts, configured_backend(h))
     if params.get("peermem_state"):
         facts["peermem"]["plan"] = P.peermem_plan(params["peermem_state"], facts)
     facts["numa_mismatches"] = P.numa_mismatches(facts["gpus"], facts["rdma"])
@@ -953,7 +969,7 @@ def gather(module, params, host=None):
     facts["tests"] = run_tests(h, facts, params.get("run_tests") or [], params.get("gpu_id") or 0,
                                params.get("tests_timeout") or 900)
     if params.get("smoke"):
-        facts["smoke"] = smoke_check(h, params["smoke"])
+        facts["smoke"] = smoke_check(h, params["smoke"], facts)
     if params.get("converged_inputs") is not None:
         facts["converged"] = converged_facts(h, facts, params["prefix"], params["converged_inputs"],
                                              params.get("watch") or [], params.get("kernels") or [])

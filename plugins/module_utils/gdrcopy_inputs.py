@@ -441,6 +441,7 @@ KINDS = {
         "gdrcopy_prefix": node_path(not_under=_SYSTEM),
         "gdrcopy_keep_releases": integer(0, 100),
         "gdrcopy_upstream_packages": choice,
+        "gdrcopy_backend": choice,
         "gdrcopy_install_tests": choice,
         "gdrcopy_cuda_home": node_path(),
         "gdrcopy_module_params": module_params,

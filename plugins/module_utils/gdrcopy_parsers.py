@@ -554,11 +554,19 @@ def parse_copylat(text, rc):
 BAR1_WARN_PCT = 90
 
 
-def choose_backend(problem, dmabuf_ok, dmabuf_why):
+def choose_backend(problem, dmabuf_ok, dmabuf_why, configured=""):
     """-> {'active': 'gdrdrv'|'dmabuf'|'none', 'reason': words}. gdrdrv wins whenever it works (the 2.6 library
-    tries the DMA-BUF path only after gdrdrv fails to open)."""
+    tries the DMA-BUF path only after gdrdrv fails to open). configured: gdrcopy_backend as the last install
+    recorded it; with dmabuf, no gdrdrv is the plan, not a problem."""
     if not problem:
-        return {"active": "gdrdrv", "reason": "gdrdrv is loaded and /dev/gdrdrv is usable"}
+        return {"active": "gdrdrv", "reason": "gdrdrv is loaded and /dev/gdrdrv is usable" + (
+            " (gdrcopy's library prefers it to the DMA-BUF backend the last install chose, until it is unloaded)"
+            if configured == "dmabuf" else "")}
+    if configured == "dmabuf":
+        if dmabuf_ok:
+            return {"active": "dmabuf", "reason": "gdrcopy_backend chose DMA-BUF (%s): no gdrdrv" % dmabuf_why}
+        return {"active": "none", "reason": "gdrcopy_backend chose DMA-BUF, which cannot work here now (%s), and no "
+                                            "gdrdrv is installed" % dmabuf_why}
     if dmabuf_ok:
         return {"active": "dmabuf", "reason": "%s; the DMA-BUF path works instead (%s)" % (problem, dmabuf_why)}
     return {"active": "none", "reason": "%s; the DMA-BUF path is not available either (%s)" % (problem, dmabuf_why)}
@@ -596,6 +604,10 @@ def runtime_findings(facts):
     problem, backend = gdrdrv_problem(facts), facts["backend"]
     if not facts["nvidia"]["version"]:
         blockers.append("no NVIDIA driver is loaded or installed: gdrcopy needs it (gdrdrv needs nvidia.ko)")
+    elif backend.get("configured") == "dmabuf" and problem:
+        if backend["active"] != "dmabuf":  # the driver went below 13.3, or the library below 2.6, since the install
+            blockers.append("gdrcopy_backend is dmabuf, but the DMA-BUF path cannot work here now: %s; run the "
+                            "gdrcopy role again (gdrcopy_backend: gdrdrv or auto)" % backend["dmabuf"]["reason"])
     elif problem and backend["active"] == "dmabuf":
         warnings.append("%s; gdrcopy uses its DMA-BUF path instead (%s)" % (problem, backend["dmabuf"]["reason"]))
     elif problem:

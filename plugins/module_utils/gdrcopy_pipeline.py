@@ -87,9 +87,12 @@ FLAVORS = ("open", "proprietary")
 MAKE_WORD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_./+-]*)?\Z")
 # The keys of the driver spec, which is also the kernel hook's record.
 DRIVER_KEYS = ("build_helper", "tarball", "build_log", "driver_dir", "stamp_base", "nvidia_src_dir", "flavor",
-               "module_subdir", "sign_command", "sign_cert", "timeout")
+               "module_subdir", "sign_command", "sign_cert", "timeout", "backend")
 # Keys a driver record written by an older release lacks, with the value that means what it did then.
-DRIVER_DEFAULTS = {"timeout": DEFAULT_TIMEOUT, "sign_cert": ""}
+DRIVER_DEFAULTS = {"timeout": DEFAULT_TIMEOUT, "sign_cert": "", "backend": "gdrdrv"}
+# gdrcopy_backend as the plan resolved it: gdrdrv, or dmabuf (gdrcopy 2.6's DMA-BUF path: no gdrdrv is built for any
+# kernel, so the driver options are recorded but nothing is built with them).
+BACKENDS = ("gdrdrv", "dmabuf")
 # A module that waits for the controller's signature (sign_cert set, signed by nothing it trusts) is not installed.
 AWAITING = "awaiting signature"
 
@@ -144,6 +147,8 @@ def check_driver_spec(spec, where="the driver spec"):
     cert = spec.get("sign_cert", "")
     if not (cert == "" or _path_ok(cert)):
         bad.append("sign_cert")
+    if spec.get("backend", "gdrdrv") not in BACKENDS:
+        bad.append("backend")
     timeout = spec.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
         bad.append("timeout")
@@ -614,6 +619,8 @@ def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MO
     changes nothing. Raises PipelineError (with .results: what was done) when a step fails."""
     spec = check_driver_spec(spec)
     check_kernels(kernels)
+    if spec["backend"] == "dmabuf":  # the library maps GPU memory through the CUDA driver: no gdrdrv anywhere
+        kernels = []
     if lib:
         check_lib_spec(lib)
     result = {"changed": False, "lib": None, "kernels": [], "packed": [], "awaiting": [], "diff": [], "seconds": {}}

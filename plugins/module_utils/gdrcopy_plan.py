@@ -70,10 +70,75 @@ def choose_source_package(source_query, candidates, driver_version):
                                       for name in candidates if name in listed), driver_version))
 
 
+# gdrcopy_backend: what maps GPU memory for the library. gdrdrv (the kernel module this collection builds, signs
+# and loads), dmabuf (gdrcopy 2.6's DMA-BUF path through the CUDA driver, 13.3+: no kernel module at all), or auto.
+BACKENDS = ("auto", "gdrdrv", "dmabuf")
+# Who signs gdrdrv in this run (the role's signer input): nobody, a command or the controller (gdrcopy_sign_command,
+# gdrcopy_controller_signer), or the mok_signing role of this run, which signs with a Machine Owner Key.
+SIGNERS = ("", "command", "mok")
+
+
+def gdrdrv_cannot_load(info, mode, signer):
+    """Why a gdrdrv built now could not be loaded on this host, in words; '' when it can (an image loads nothing)."""
+    if mode != "host":
+        return ""
+    kernel = info["kernel"]
+    if not kernel.get("modular", True):
+        return "this kernel (%s) has no loadable module support (/proc/sys/kernel/modules_disabled is absent)" % (
+            kernel.get("running"))
+    if kernel.get("modules_disabled"):
+        return P.MODULES_DISABLED
+    boot = info.get("secure_boot") or {}
+    enforced = [why for why, on in (("module.sig_enforce", kernel.get("sig_enforce")),
+                                    ("Secure Boot", boot.get("enabled"))) if on]
+    if enforced and not signer:
+        return ("module signatures are enforced here (%s) and nothing signs gdrdrv in this run (gdrcopy_sign_command "
+                "is empty and the mok_signing role is off)" % ", ".join(enforced))
+    if enforced and signer == "mok" and not boot.get("efi"):
+        return ("module signatures are enforced here (%s) and the host has no EFI, so no Machine Owner Key can be "
+                "enrolled: only keys built into the kernel are trusted" % ", ".join(enforced))
+    return ""
+
+
+def choose_backend(requested, info, mode, version, signer):
+    """gdrcopy_backend resolved for this host -> {name: gdrdrv|dmabuf, reason, cannot_load, dmabuf (why it can or
+    cannot work)}; Blocked when dmabuf is
+    asked for where it cannot work. auto takes DMA-BUF only where gdrdrv cannot be loaded and the driver allows it:
+    the library prefers gdrdrv wherever it is there."""
+    cuda = (info.get("cuda") or {}).get("driver_version") or ""
+    dmabuf_ok, dmabuf_why = P.dmabuf_availability(cuda, version)
+    cannot = gdrdrv_cannot_load(info, mode, signer) if requested == "auto" else ""
+    if requested == "dmabuf" or (cannot and dmabuf_ok):
+        if not dmabuf_ok:
+            raise Blocked(
+                "gdrcopy_backend is dmabuf, but gdrcopy's DMA-BUF path cannot work on this host: %s. It needs gdrcopy "
+                "2.6 or later and an NVIDIA driver of CUDA 13.3 or later, read from nvidia-smi on the host (an image "
+                "has none running). Set gdrcopy_backend: gdrdrv or auto. Nothing was changed." % dmabuf_why)
+        return {"name": "dmabuf", "cannot_load": cannot, "dmabuf": dmabuf_why, "reason": (
+            "%s; gdrcopy maps GPU memory through DMA-BUF instead (%s)" % (cannot, dmabuf_why) if cannot else
+            "gdrcopy_backend: dmabuf (%s)" % dmabuf_why)}
+    if requested == "gdrdrv":
+        reason = "gdrcopy_backend: gdrdrv"
+    elif cannot:
+        reason = "gdrdrv, though %s; the DMA-BUF path is not available either (%s)" % (cannot, dmabuf_why)
+    else:
+        reason = "gdrdrv can be loaded here, and gdrcopy's library prefers it (auto)"
+    return {"name": "gdrdrv", "cannot_load": cannot, "dmabuf": dmabuf_why, "reason": reason}
+
+
+def dmabuf_plan(backend, upstream, notes):
+    """The plan of a DMA-BUF host: the library (and its tests) only. No kernel, headers, NVIDIA source or device
+    group is needed; nothing is built, signed or loaded for the kernel."""
+    return {"kernels": [], "kernels_skipped": [], "headers_to_install": [],
+            "nvidia": {"dir": "", "reason": "not needed: no gdrdrv is built for the DMA-BUF backend"},
+            "nvidia_source_package": "", "nvidia_source_version": "", "upstream_remove": UP.found(upstream),
+            "notes": notes, "backend": backend, "planned": True}
+
+
 def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package,
-         upstream_packages="refuse"):
+         upstream_packages="refuse", backend="auto", version="", signer=""):
     """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, nvidia_source_version,
-    upstream_remove, notes}; Blocked otherwise."""
+    upstream_remove, notes, backend}; Blocked otherwise."""
     notes = []
     system = info.get("os") or {}
     if system and system.get("os_family") not in OS_FAMILIES:
@@ -82,23 +147,31 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "22.04/24.04) and the RedHat family (EL 8/9). Leave this host out of the run (--limit). Nothing was "
             "changed." % (system.get("distribution") or "this OS", system.get("distribution_version") or "",
                           system.get("os_family") or "unknown"))
+    chosen_backend = choose_backend(backend, info, mode, version, signer)
+    upstream = info.get("upstream") or {}
+    if chosen_backend["name"] == "dmabuf":
+        if upstream_packages != "replace" and UP.refusal(upstream):
+            raise Blocked(UP.refusal(upstream))
+        return dmabuf_plan(chosen_backend, upstream, notes)
+    no_dmabuf = "" if backend == "gdrdrv" else (
+        " Nor can gdrcopy's DMA-BUF path replace gdrdrv here (%s)." % chosen_backend["dmabuf"])
     kernel = info["kernel"]
     if mode == "host" and not kernel.get("modular", True):
         raise Blocked(
             "this kernel (%s) has no loadable module support (/proc/sys/kernel/modules_disabled is absent): gdrdrv "
             "cannot be loaded here. Run against a host with a modular kernel, or set gdrcopy_mode: image to build and "
-            "install for the kernels installed on this system without loading anything." % kernel.get("running"))
+            "install for the kernels installed on this system without loading anything.%s" % (
+                kernel.get("running"), no_dmabuf))
     if mode == "host" and kernel.get("modules_disabled"):
         raise Blocked(
             P.MODULES_DISABLED + ": gdrdrv cannot be loaded until reboot; find what sets it (sysctl.d, a hardening "
             "service) and boot without it, or set gdrcopy_mode: image to build and install now and load at the next "
-            "boot.")
+            "boot." + no_dmabuf)
     if not (group_create or (info.get("groups") or {}).get(group)):
         raise Blocked(
             'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '
             "the group first (groupadd --system %s), name an existing one, or set gdrcopy_device_group_create: true. "
             "Nothing was changed." % (group, group))
-    upstream = info.get("upstream") or {}
     if upstream_packages != "replace" and UP.refusal(upstream):
         raise Blocked(UP.refusal(upstream))
     if UP.found(upstream):
@@ -152,4 +225,4 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             "to build without loading.")
     return {"kernels": chosen, "kernels_skipped": skipped, "headers_to_install": installable, "nvidia": match,
             "nvidia_source_package": package, "nvidia_source_version": package_version,
-            "upstream_remove": UP.found(upstream), "notes": notes, "planned": True}
+            "upstream_remove": UP.found(upstream), "notes": notes, "backend": chosen_backend, "planned": True}

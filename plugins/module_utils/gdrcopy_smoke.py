@@ -3,10 +3,12 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """gdrcopy-smoke: check gdrcopy without a GPU, through the installed libgdrapi.
 
-    gdrcopy-smoke [--expect MAJOR.MINOR] [--lib libgdrapi.so.2]
+    gdrcopy-smoke [--expect MAJOR.MINOR] [--lib libgdrapi.so.2] [--dmabuf]
 
 gdr_open() must succeed (it opens /dev/gdrdrv and checks the driver's version against the library's), and
-gdr_runtime_get_version() / gdr_driver_get_version() must both report MAJOR.MINOR when --expect is given.
+gdr_runtime_get_version() / gdr_driver_get_version() must both report MAJOR.MINOR when --expect is given. With
+--dmabuf (the DMA-BUF backend: no gdrdrv), gdr_open() must take gdrcopy 2.6's DMA-BUF path (GDRCOPY_USE_DMABUF_MMAP=1;
+it needs a GPU and CUDA driver 13.3+) and say so (gdr_get_attribute), and the runtime version must match.
 Prints one JSON object (passed, runtime_version, driver_version, expected, msg); exits 0 when passed, else 1.
 Run it as a user in the /dev/gdrdrv group to check that user's access.
 
@@ -32,8 +34,15 @@ import time
 LIBRARY = "libgdrapi.so.2"
 
 
-def check(libname, expect):
+# gdrcopy 2.6: this variable makes gdr_open skip gdrdrv and take the DMA-BUF path; the attribute says which it took.
+DMABUF_ENV = "GDRCOPY_USE_DMABUF_MMAP"
+GDR_ATTR_USING_DMA_BUF_MMAP = 3
+
+
+def check(libname, expect, dmabuf=False):
     out = {"passed": False, "runtime_version": "", "driver_version": "", "expected": expect or "", "msg": ""}
+    if dmabuf:  # before the library reads it, in gdr_open
+        os.environ[DMABUF_ENV] = "1"
     try:
         lib = ctypes.CDLL(libname)
     except OSError as e:
@@ -45,6 +54,8 @@ def check(libname, expect):
     lib.gdr_runtime_get_version(ctypes.byref(major), ctypes.byref(minor))
     out["runtime_version"] = "%d.%d" % (major.value, minor.value)
     handle = lib.gdr_open()
+    if dmabuf:
+        return _check_dmabuf(lib, handle, expect, out)
     if not handle:
         access = "readable and writable" if os.access("/dev/gdrdrv", os.R_OK | os.W_OK) else "not accessible"
         out["msg"] = "gdr_open failed: /dev/gdrdrv is %s for uid %d (is gdrdrv loaded, and is this user in the " \
@@ -63,6 +74,29 @@ def check(libname, expect):
         return out
     out["passed"] = True
     out["msg"] = "gdr_open ok; runtime %s, driver %s" % (out["runtime_version"], out["driver_version"])
+    return out
+
+
+def _check_dmabuf(lib, handle, expect, out):
+    """gdr_open through the DMA-BUF path: it must succeed and say it uses DMA-BUF; there is no driver version (no
+    gdrdrv: gdr_driver_get_version needs its file descriptor)."""
+    if not handle:
+        out["msg"] = ("gdr_open failed with %s=1: the CUDA driver offers no DMA-BUF mmap on any GPU here (13.3+ "
+                      "needed)" % DMABUF_ENV)
+        return out
+    try:
+        value = ctypes.c_int(0)
+        if not hasattr(lib, "gdr_get_attribute") or lib.gdr_get_attribute(
+                ctypes.c_void_p(handle), GDR_ATTR_USING_DMA_BUF_MMAP, ctypes.byref(value)) != 0 or value.value != 1:
+            out["msg"] = "gdr_open succeeded but the library does not use its DMA-BUF path (gdr_get_attribute)"
+            return out
+    finally:
+        lib.gdr_close(ctypes.c_void_p(handle))
+    if expect and out["runtime_version"] != expect:
+        out["msg"] = "expected %s, got runtime %s" % (expect, out["runtime_version"])
+        return out
+    out["passed"] = True
+    out["msg"] = "gdr_open ok through DMA-BUF; runtime %s, no gdrdrv" % out["runtime_version"]
     return out
 
 
@@ -108,8 +142,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--expect", default="")
     p.add_argument("--lib", default=LIBRARY)
+    p.add_argument("--dmabuf", action="store_true", help="open through the DMA-BUF path (gdrcopy 2.6), not gdrdrv")
     a = p.parse_args()
-    result = check(a.lib, a.expect)
+    result = check(a.lib, a.expect, a.dmabuf)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0 if result["passed"] else 1
 

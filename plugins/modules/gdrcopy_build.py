@@ -104,6 +104,14 @@ options:
         description: Seconds each build, install or signing step may run before it is stopped.
         type: int
         default: 1800
+      backend:
+        description:
+          - What maps GPU memory for the library (the gdrcopy role's C(gdrcopy_backend) as its plan resolved it).
+            V(dmabuf) - gdrcopy 2.6's DMA-BUF path - builds and installs no gdrdrv for any kernel (O(kernels) is
+            ignored), and the kernel hook that reads the record builds nothing either.
+        type: str
+        choices: [gdrdrv, dmabuf]
+        default: gdrdrv
   lib:
     description: The library build and install; left out, only gdrdrv is handled.
     type: dict
@@ -477,6 +485,7 @@ DRIVER_OPTIONS = dict(
     sign_command=dict(type="list", elements="str", default=[], no_log=False),
     sign_cert=dict(type="path", default=""),
     timeout=dict(type="int", default=P.DEFAULT_TIMEOUT),
+    backend=dict(type="str", choices=list(P.BACKENDS), default="gdrdrv"),
 )
 LIB_OPTIONS = dict(
     dir=dict(type="path", required=True),

@@ -72,6 +72,30 @@ options:
     type: str
     choices: [refuse, replace]
     default: refuse
+  backend:
+    description:
+      - What maps GPU memory for the library (C(gdrcopy_backend)). V(gdrdrv) - the kernel module, planned as before.
+        V(dmabuf) - gdrcopy 2.6's DMA-BUF path through the CUDA driver (13.3 or later, read from nvidia-smi in
+        I(info)); the plan builds the library only (no kernel, headers or NVIDIA source), and the host stops with
+        one sentence where the release (I(version)) or the driver cannot do it.
+      - V(auto) - DMA-BUF where gdrdrv could not be loaded (module loading disabled or not built in, module
+        signatures enforced with nobody to sign gdrdrv, or enforced without EFI to enroll a key in) and the driver
+        allows it; gdrdrv everywhere else.
+    type: str
+    choices: [auto, gdrdrv, dmabuf]
+    default: auto
+  version:
+    description: The gdrcopy release of the run (DMA-BUF needs 2.6 or later); empty - none, so no DMA-BUF.
+    type: str
+    default: ""
+  signer:
+    description:
+      - Who signs gdrdrv in this run, for V(auto) on a host that enforces module signatures - V(command) (a
+        C(gdrcopy_sign_command) or C(gdrcopy_controller_signer)), V(mok) (the mok_signing role, with a Machine Owner
+        Key that needs EFI to be enrolled) or empty (nobody).
+    type: str
+    choices: ["", command, mok]
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -135,6 +159,14 @@ notes:
   returned: success
   type: list
   elements: str
+backend:
+  description: The backend the host gets - C(name) (gdrdrv or dmabuf), C(reason) (one sentence), C(cannot_load)
+    (why gdrdrv could not be loaded, with V(auto); empty when it can) and C(dmabuf) (why DMA-BUF can or cannot
+    work). With dmabuf, RV(kernels) is empty and RV(nvidia) says no source is needed.
+  returned: success
+  type: dict
+  sample: {"name": "dmabuf", "reason": "gdrcopy_backend: dmabuf (CUDA driver 13.3 >= 13.3 and gdrcopy 2.6 >= 2.6)",
+           "cannot_load": "", "dmabuf": "CUDA driver 13.3 >= 13.3 and gdrcopy 2.6 >= 2.6"}
 planned:
   description: Always true on success.
   returned: success

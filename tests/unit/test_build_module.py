@@ -76,7 +76,7 @@ def host(tmp_path):
                                   "flavor": "open"},
                    "nvidia_src_dir": "/usr/src/nv", "flavor": "open", "module_subdir": "updates/gdrcopy",
                    "sign_command": [str(signer), "--key", "/k", "--cert", "/c"], "sign_cert": "",
-                   "timeout": 600},
+                   "timeout": 600, "backend": "gdrdrv"},
     }
     return {"tmp": tmp_path, "modules": modules, "params": params, "depmod": [], "ldconfig": [], "cache": ""}
 
@@ -134,6 +134,20 @@ def test_a_fresh_host_gets_everything_built_signed_installed_in_one_call(host):
     assert json.loads((prefix / ".gdrcopy-install.json").read_text()) == host["params"]["lib"]["stamp"]
     stamp = json.loads((Path(host["params"]["driver"]["driver_dir"]) / K2 / ".gdrcopy-stamp.json").read_text())
     assert stamp == dict(host["params"]["driver"]["stamp_base"], kernel=K2)
+
+
+def test_the_dmabuf_backend_builds_and_installs_the_library_and_no_gdrdrv(host):
+    record = host["tmp"] / "etc" / "driver.json"
+    driver = dict(host["params"]["driver"], backend="dmabuf")
+    result, error = call(host, driver=driver, record=str(record))
+    assert error is None, error
+    assert result["lib"] == {"build": "built", "install": "installed"} and result["kernels"] == []
+    assert (result["built"], result["installed"], host["depmod"]) == ([], [], [])
+    assert len(compiles(host)) == 1  # the library; a gdrdrv host compiles one per kernel too
+    assert not list(host["modules"].rglob("gdrdrv.ko"))
+    # the record says so: the kernel hook and a kernels-only rerun build nothing with it
+    assert json.loads(record.read_text())["backend"] == "dmabuf"
+    assert call(host, driver=driver, record=str(record))[0]["changed"] is False
 
 
 def test_a_rerun_compiles_signs_and_copies_nothing(host):

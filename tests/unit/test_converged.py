@@ -300,7 +300,8 @@ def destinations():
     role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
     entries = [f for step in role_vars["__gdrcopy_files"].values() if isinstance(step, list) for f in step]
     mok_vars = yaml.safe_load((REPO / "roles" / "mok_signing" / "vars" / "main.yml").read_text())
-    entries += role_vars["__gdrcopy_kernel_hook_files"] + mok_vars["__mok_signing_files"]
+    entries += (role_vars["__gdrcopy_kernel_hook_files"] + role_vars["__gdrcopy_persist_files"]
+                + role_vars["__gdrcopy_retired_files"] + mok_vars["__mok_signing_files"])
     for entry in entries:  # gdrcopy_files writes these
         yield "vars/main.yml", module, entry["dest"], {"name": entry["dest"], module: entry}
     for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
@@ -455,7 +456,7 @@ def test_the_units_wants_link_is_where_its_install_section_wants_it():
     install = unit.split("[Install]", 1)[1]
     keys = dict(line.split("=", 1) for line in install.strip().splitlines() if "=" in line)
     role_vars = yaml.safe_load((REPO / "roles" / "gdrcopy" / "vars" / "main.yml").read_text())
-    links = [{k: resolve(v) for k, v in f.items()} for f in role_vars["__gdrcopy_files"]["gdrcopy_persist"]
+    links = [{k: resolve(v) for k, v in f.items()} for f in role_vars["__gdrcopy_persist_files"]
              if f.get("state") == "link"]
     assert list(keys) == ["WantedBy"]
     assert links == [{"dest": "/etc/systemd/system/%s.wants/gdrcopy-ansible.service" % keys["WantedBy"].strip(),

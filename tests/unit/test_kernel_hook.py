@@ -163,6 +163,19 @@ def test_a_failed_build_installs_nothing_and_never_fails_the_package_manager(hos
     assert status["kernel"] == KERNEL and status["ok"] is False and "build for" in status["msg"]
 
 
+def test_a_dmabuf_record_builds_nothing_and_records_why(host):
+    host["config"].write_text(json.dumps(dict(host["cfg"], backend="dmabuf")))
+    calls = []
+    row, out = run_hook(host, calls)
+    assert row == {"kernel": KERNEL, "install": hook.NOT_NEEDED} and calls == []
+    assert out == ["gdrcopy-kernel-hook: the DMA-BUF backend needs no gdrdrv: nothing to build for %s" % KERNEL]
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env=hook_env(host))
+    assert r.returncode == 0 and not (host["modules"] / KERNEL / "updates").exists()
+    status = json.loads((host["tmp"] / "status.json").read_text())
+    assert status["ok"] is True and status["msg"] == "no gdrdrv for %s: the DMA-BUF backend needs none" % KERNEL
+
+
 def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):
     with pytest.raises(hook.HookError, match="run the gdrcopy-ansible playbook again"):
         hook.load_config(str(tmp_path / "none.json"))
