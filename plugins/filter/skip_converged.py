@@ -32,6 +32,12 @@ options:
     description: Keep the hosts whose only change is new kernels (the gdrcopy play builds gdrdrv for those).
     type: bool
     default: false
+  dmabuf:
+    description:
+      - Leave out the hosts preflight planned the DMA-BUF backend for (C(gdrcopy_backend), the group
+        C(gdrcopy_dmabuf)). No gdrdrv is built there, so the mok_signing play has nothing to sign or enroll a key for.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -43,7 +49,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The pattern, with C(:!gdrcopy_converged) and C(:!gdrcopy_new_kernels) appended for the groups that exist.
+  description: The pattern, with C(:!gdrcopy_converged), C(:!gdrcopy_new_kernels) and (with O(dmabuf))
+    C(:!gdrcopy_dmabuf) appended for the groups that exist.
   type: str
 """
 
@@ -51,14 +58,15 @@ from ansible.errors import AnsibleFilterError
 
 CONVERGED = "gdrcopy_converged"  # preflight's group_by names these two
 NEW_KERNELS = "gdrcopy_new_kernels"
+DMABUF = "gdrcopy_dmabuf"  # and this one: the hosts whose plan is the DMA-BUF backend
 
 
-def skip_converged(pattern, groups, new_kernels=False):
+def skip_converged(pattern, groups, new_kernels=False, dmabuf=False):
     if not isinstance(pattern, str) or not pattern.strip():
         raise AnsibleFilterError("skip_converged: the host pattern is empty (gdrcopy_hosts): name a group or host")
     if not hasattr(groups, "get"):
         raise AnsibleFilterError("skip_converged: pass the groups magic variable")
-    skip = [CONVERGED] + ([] if new_kernels else [NEW_KERNELS])
+    skip = [CONVERGED] + ([] if new_kernels else [NEW_KERNELS]) + ([DMABUF] if dmabuf else [])
     return pattern + "".join(":!" + g for g in skip if g in groups)
 
 

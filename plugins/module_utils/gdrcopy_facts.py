@@ -828,8 +828,9 @@ def kernel_hook_facts(h):
 
 def awaiting_signature(h, kernels):
     """The installed kernels whose gdrdrv is built but waits for the controller's signature (the driver record signs on
-    the controller, sign_cert): a build is there and the module installed for that kernel is missing or another
-    one. The kernel hook leaves a kernel installed between runs this way; the next run signs and installs it."""
+    the controller, sign_cert): an unsigned build is there and the module installed for that kernel is missing or
+    another one. The kernel hook leaves a kernel installed between runs this way; the next run signs and installs
+    it."""
     try:
         spec = PIPE.load_driver_record(h.path(PIPE.DRIVER_RECORD))
     except PIPE.PipelineError:
@@ -842,9 +843,21 @@ def awaiting_signature(h, kernels):
         if not h.exists(built):
             continue
         dest = PIPE.driver_dest(spec, kern["release"], "/lib/modules")
-        if PIPE.sha256_or_empty(h.path(dest)) != PIPE.sha256_or_empty(h.path(built)):
+        if PIPE.sha256_or_empty(h.path(dest)) != PIPE.sha256_or_empty(h.path(built)) and not signed_file(h.path(built)):
             out.append(kern["release"])
     return out
+
+
+def signed_file(path):
+    """Whether a module file ends with an appended signature (the controller signed the build: it waits for an
+    install, as in a key rotation that holds the installed module, not for a signature)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - len(PIPE.SIG_MAGIC)))
+            return f.read() == PIPE.SIG_MAGIC
+    except (IOError, OSError):
+        return False
 
 
 def converged_facts(h, facts, prefix, inputs, watch=(), targets=()):

@@ -283,11 +283,13 @@ cuda:
   returned: always
   type: dict
 backend:
-  description: What gdr_open would use, C(active) (gdrdrv, dmabuf or none) with C(reason), and C(dmabuf)
-    (C(available), C(reason)); the 2.6 DMA-BUF path needs CUDA driver 13.3+ and gdrcopy 2.6+.
+  description: What gdr_open would use, C(active) (gdrdrv, dmabuf or none) with C(reason), C(dmabuf)
+    (C(available), C(reason)), and C(configured) - the backend the last install chose (C(gdrcopy_backend), from the
+    driver record; empty without one). The 2.6 DMA-BUF path needs CUDA driver 13.3+ and gdrcopy 2.6+; with
+    C(configured) dmabuf, a host without gdrdrv is as intended.
   returned: always
   type: dict
-  sample: {"active": "none", "dmabuf": {"available": false, "reason": "CUDA driver 13.0 < 13.3"}}
+  sample: {"active": "none", "configured": "", "dmabuf": {"available": false, "reason": "CUDA driver 13.0 < 13.3"}}
 gdrcopy:
   description: C(release) (pinned), C(installed_release) (C(<prefix>/current)), C(library_version),
     C(driver_version) (C(/proc/driver/gdrdrv/params), gdrdrv 2.5+), C(skew) (library and driver releases differ),

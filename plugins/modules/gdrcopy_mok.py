@@ -258,10 +258,13 @@ def take_controller_pair(module, h, p, pair, changes):
     elif not os.path.exists(pair["cert"]):
         changes.append("wrote " + pair["cert"])
     if p.get("sign_on_controller"):
-        if os.path.lexists(pair["key"]):  # an earlier run kept the key here: the controller holds it now
-            changes.append("removed %s (the controller signs)" % pair["key"])
-            if not check_mode:
-                os.unlink(pair["key"])
+        # an earlier run kept the controller's key here, or generated one: no private key that the firmware may
+        # trust stays on a host where the controller signs (modules signed with it keep their signatures)
+        for key in (pair["key"], MOK.own_pair(key_dir, "generated")["key"]):
+            if os.path.lexists(key):
+                changes.append("removed %s (the controller signs)" % key)
+                if not check_mode:
+                    os.unlink(key)
     elif ensure(module, pair["key"], base64.b64decode(p["controller_key"]), 0o600, check_mode):
         changes.append("wrote " + pair["key"])
 

@@ -620,6 +620,10 @@ def test_a_kernel_the_controller_has_not_signed_yet_is_reported_awaiting_signatu
     # once the controller signed it, the build and the install are the same file
     write(image_root, "/lib/modules/6.1.0-50-amd64/updates/gdrcopy/gdrdrv.ko", b"\x7fELF built, unsigned")
     assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []
+    # a signed build that differs from the install (a key rotation holds the installed one) awaits no signature
+    write(image_root, spec["driver_dir"] + "/6.1.0-50-amd64/gdrdrv.ko",
+          b"\x7fELF built" + b"<pkcs7>" + b"\0" * 12 + PIPE.SIG_MAGIC)
+    assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []
     write(image_root, PIPE.DRIVER_RECORD, json.dumps(dict(spec, sign_cert="")))  # the host signs: nothing awaits
     write(image_root, spec["driver_dir"] + "/6.1.0-50-amd64/gdrdrv.ko", b"\x7fELF another")
     assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []

@@ -336,6 +336,9 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
     assert os.readlink(link) == g and r["replaced"] is None  # the installed modules are still G's
     assert "imported %s for enrollment" % c in r["changes"]
     assert "is kept (it still loads) until the new key is enrolled" in r["msg"]
+    # G's private half goes with the move: no key the firmware trusts stays on a host where the controller signs
+    assert "removed %s (the controller signs)" % (tmp_path / "mok/mok.key") in r["changes"]
+    assert not (tmp_path / "mok/mok.key").exists() and os.path.exists(g)
     firmware["states"][c] = "enrolled"  # the operator confirmed C in MokManager
     r = M.run(Module(), ctl, h)
     assert r["rotation"] == {"from": g, "to": c, "phase": "done"} and os.readlink(link) == c

@@ -155,7 +155,7 @@ def test_the_plays_that_change_things_take_the_filter_and_preflight_names_its_gr
     books = {p.stem: yaml.safe_load(p.read_text()) for p in (REPO / "playbooks").glob("*.yml")}
     patterns = {name: play["hosts"] for name, book in books.items() for play in book if "hosts" in play}
     assert patterns["nvidia_peermem"].endswith("| gpufleet.gdrcopy.skip_converged(groups) }}")
-    assert patterns["mok_signing"].endswith("| gpufleet.gdrcopy.skip_converged(groups) }}")
+    assert patterns["mok_signing"].endswith("| gpufleet.gdrcopy.skip_converged(groups, dmabuf=true) }}")
     assert patterns["gdrcopy"].endswith("| gpufleet.gdrcopy.skip_converged(groups, new_kernels=true) }}")
     assert all("skip_converged" not in patterns[p] for p in ("preflight", "verify", "status"))  # they report all
     assert "file: tasks/converged.yml" in (REPO / "playbooks" / "preflight.yml").read_text()
@@ -163,6 +163,17 @@ def test_the_plays_that_change_things_take_the_filter_and_preflight_names_its_gr
     assert "key: \"{{ '%s' if __preflight_new_kernels else '%s' }}\"" % (S.NEW_KERNELS, S.CONVERGED) in text
     # a converged run changes nothing (molecule's idempotence run): the group is the run's inventory, not the host's
     assert re.search(r"ansible.builtin.group_by:\n +key: .*\n +changed_when: false", text), text
+    preflight = (REPO / "playbooks" / "preflight.yml").read_text()  # and the hosts without gdrdrv
+    assert re.search(r"ansible.builtin.group_by:\n +key: %s\n +when: __gdrcopy_plan.backend.name .*== 'dmabuf'\n"
+                     r" +changed_when: false" % S.DMABUF, preflight), preflight
+
+
+def test_skip_converged_leaves_out_the_dmabuf_hosts_when_asked():
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter import skip_converged as S
+    groups = {"gdrcopy_converged": [], "gdrcopy_dmabuf": ["a"]}
+    assert S.skip_converged("gpu", groups, dmabuf=True) == "gpu:!gdrcopy_converged:!gdrcopy_dmabuf"
+    assert S.skip_converged("gpu", groups) == "gpu:!gdrcopy_converged"
+    assert S.skip_converged("gpu", {"all": []}, dmabuf=True) == "gpu"
 
 
 @pytest.mark.parametrize("pattern, groups, new_kernels, out", [

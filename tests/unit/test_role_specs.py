@@ -52,7 +52,7 @@ SITE_ORDER = (
 HOSTS_EXPRESSION = "{{ gdrcopy_hosts | default('gpu_nodes') }}"
 # The plays that change things leave out the hosts preflight found converged (plugins/filter/skip_converged.py).
 SKIP_CONVERGED = {"nvidia_peermem": " | gpufleet.gdrcopy.skip_converged(groups)",
-                  "mok_signing": " | gpufleet.gdrcopy.skip_converged(groups)",
+                  "mok_signing": " | gpufleet.gdrcopy.skip_converged(groups, dmabuf=true)",
                   "gdrcopy": " | gpufleet.gdrcopy.skip_converged(groups, new_kernels=true)"}
 
 # Release rows as docs/UPSTREAM-GDRCOPY.md gives them: tag -> (commit, tarball sha256).
