@@ -105,7 +105,8 @@ coverage: setup
 	coverage run --data-file=.cache/coverage --include='$(COVERED)' -m pytest -q -p no:cacheprovider \
 	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py tests/unit/test_load_module.py \
 	  tests/unit/test_plan.py tests/unit/test_verify_module.py tests/unit/test_mok_module.py \
-	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py tests/unit/test_uninstall.py tests/unit/test_rollout.py
+	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py tests/unit/test_uninstall.py tests/unit/test_rollout.py \
+	  tests/unit/test_controller_signing.py tests/unit/test_backend.py
 	coverage report --data-file=.cache/coverage --show-missing --fail-under=90
 
 # The artifact: built, installed into an empty collections path and run from outside the checkout

@@ -102,9 +102,8 @@ def gdrdrv_cannot_load(info, mode, signer):
 
 def choose_backend(requested, info, mode, version, signer):
     """gdrcopy_backend resolved for this host -> {name: gdrdrv|dmabuf, reason, cannot_load, dmabuf (why it can or
-    cannot work)}; Blocked when dmabuf is
-    asked for where it cannot work. auto takes DMA-BUF only where gdrdrv cannot be loaded and the driver allows it:
-    the library prefers gdrdrv wherever it is there."""
+    cannot work)}; Blocked when dmabuf is asked for where it cannot work. auto takes DMA-BUF only where gdrdrv cannot
+    be loaded and the driver allows it: the library prefers gdrdrv wherever it is there."""
     cuda = (info.get("cuda") or {}).get("driver_version") or ""
     dmabuf_ok, dmabuf_why = P.dmabuf_availability(cuda, version)
     cannot = gdrdrv_cannot_load(info, mode, signer) if requested == "auto" else ""
@@ -135,6 +134,12 @@ def dmabuf_plan(backend, upstream, notes):
             "notes": notes, "backend": backend, "planned": True}
 
 
+def refuse_upstream(upstream, upstream_packages):
+    """Blocked on a host with upstream's own install, unless gdrcopy_upstream_packages is replace."""
+    if upstream_packages != "replace" and UP.refusal(upstream):
+        raise Blocked(UP.refusal(upstream))
+
+
 def plan(info, kernels, mode, group, group_create, headers_query, source_query, source_candidates, headers_package,
          upstream_packages="refuse", backend="auto", version="", signer=""):
     """-> {kernels, kernels_skipped, headers_to_install, nvidia, nvidia_source_package, nvidia_source_version,
@@ -150,8 +155,7 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
     chosen_backend = choose_backend(backend, info, mode, version, signer)
     upstream = info.get("upstream") or {}
     if chosen_backend["name"] == "dmabuf":
-        if upstream_packages != "replace" and UP.refusal(upstream):
-            raise Blocked(UP.refusal(upstream))
+        refuse_upstream(upstream, upstream_packages)  # its libgdrapi would shadow ours, whatever the backend
         return dmabuf_plan(chosen_backend, upstream, notes)
     no_dmabuf = "" if backend == "gdrdrv" else (
         " Nor can gdrcopy's DMA-BUF path replace gdrdrv here (%s)." % chosen_backend["dmabuf"])
@@ -172,8 +176,7 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
             'gdrcopy_device_group "%s" does not exist on this host and gdrcopy_device_group_create is false: create '
             "the group first (groupadd --system %s), name an existing one, or set gdrcopy_device_group_create: true. "
             "Nothing was changed." % (group, group))
-    if upstream_packages != "replace" and UP.refusal(upstream):
-        raise Blocked(UP.refusal(upstream))
+    refuse_upstream(upstream, upstream_packages)
     if UP.found(upstream):
         notes.append("upstream's gdrcopy install is removed first (gdrcopy_upstream_packages: replace): %s"
                      % P.upstream_summary(upstream))
