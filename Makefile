@@ -68,7 +68,7 @@ test: setup-vm
 	       && $(TIMED) collection $(MAKE) --no-print-directory collection \
 	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS=--quick; }; then \
 	  stop_beside; exit 1; fi; \
-	while [ ! -e .cache/vm-image.ok ] && [ ! -e .cache/vm-image.failed ]; do sleep 5; done; \
+	while [ ! -e .cache/vm-image.ok ] && [ ! -e .cache/vm-image.failed ] && kill -0 $$beside 2>/dev/null; do sleep 5; done; \
 	[ -e .cache/vm-image.ok ] || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
 	rc=0; for s in $(filter-out $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
 	  $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s || rc=1; \

@@ -88,6 +88,9 @@ class ActionModule(ActionBase):
         signer = MS.open_signer(signer_args, self._read, cache)
         sent = []
         for entry in awaiting:
+            if entry.get("kernel") not in (args.get("kernels") or []):  # the host says which: only the task's
+                raise MS.SignError("the host asks for a signature for kernel %r, which this task does not build for"
+                                   % entry.get("kernel"))
             got = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": entry["path"]},
                                        task_vars=task_vars)
             if got.get("failed"):

@@ -81,6 +81,10 @@ class ActionModule(ActionBase):
             result["gdrdrv_params"] = context["gdrdrv_params"]
         for concern in concerns:
             self._display.warning("%s: %s." % (task_vars.get("inventory_hostname", "?"), concern))
+        # A secret among the inputs (no_log in the spec: a password, a PKCS#11 PIN or URI, the controller's signer):
+        # the result is not shown at any verbosity (-v would print every value); it is registered as it is.
+        if any(v for k, v in normalised.items() if (options.get(k) or {}).get("no_log")):
+            result["_ansible_verbose_override"] = True
         result["changed"] = False
         return result
 

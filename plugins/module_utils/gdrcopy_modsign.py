@@ -313,8 +313,12 @@ def token_key(uri, module_path, pin, cert):
     if "pin-source" in attrs:
         source = attrs["pin-source"][len("file:"):] if attrs["pin-source"].startswith("file:") \
             else attrs["pin-source"]
-        with open(source) as f:
-            pin = f.read().rstrip("\n")
+        try:
+            with open(source) as f:
+                pin = f.read().rstrip("\n")
+        except (IOError, OSError) as e:
+            raise SignError("mok_signing_pkcs11_uri: its pin-source %s cannot be read on the controller: %s"
+                            % (source, e.strerror or e))
     pin = attrs.get("pin-value", pin)
     try:
         lib = pkcs11.lib(library)
@@ -402,6 +406,9 @@ class Signer(object):
 
     def sign(self, data, kernel, hash_name):
         """(signed module bytes, "signed" or "cached") for a module a host sent (see sign_module)."""
+        if hash_name not in HASH_OIDS:  # the host said it; it names a file in the cache below
+            raise SignError("the host asks for a signature with hash %r for %s: only %s are signed"
+                            % (hash_name, kernel, ", ".join(sorted(HASH_OIDS))))
         try:
             content = unsigned(data)
         except ValueError as e:

@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import csv
+import io
 import re
 
 NVIDIA_VERSION_RE = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
@@ -287,16 +289,11 @@ def _smi_value(value):
 def parse_nvidia_smi_query(text):
     """`nvidia-smi --query-gpu=<SMI_QUERY_FIELDS> --format=csv` -> one dict per GPU, keyed by field name
     (units dropped from the header: 'memory.total [MiB]' -> 'memory.total')."""
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    if not lines or not lines[0].startswith("index"):
+    rows = [r for r in csv.reader(io.StringIO(text or ""), skipinitialspace=True) if any(v.strip() for v in r)]
+    if not rows or rows[0][0].strip() != "index":
         return []
-    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
-    gpus = []
-    for line in lines[1:]:
-        values = line.split(", ")
-        if len(values) == len(header):
-            gpus.append(dict(zip(header, (_smi_value(v) for v in values))))
-    return gpus
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in rows[0]]
+    return [dict(zip(header, (_smi_value(v) for v in values))) for values in rows[1:] if len(values) == len(header)]
 
 
 def parse_nvidia_smi_q(text):

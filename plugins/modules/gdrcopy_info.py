@@ -413,15 +413,17 @@ os:
 kernel_hook:
   description:
     - The last call of the kernel postinst hook (C(/var/lib/gdrcopy-ansible/kernel-hook-status.json)) - C(kernel),
-      C(ok), C(msg), C(time) (epoch seconds), and C(state) (C(installed), C(awaiting signature) or C(failed));
+      C(ok), C(msg), C(time) (epoch seconds), and C(state) (C(installed), C(awaiting signature), C(waiting for
+      headers), C(not needed) - the DMA-BUF backend - or C(failed));
       empty when the hook never ran or its record is unreadable.
   returned: always
   type: dict
 awaiting_signature:
   description:
     - The installed kernels whose gdrdrv is built but waits for the controller's signature (signing on the
-      controller - the driver record's C(sign_cert)), not installed yet (or installed signed by a key being
-      replaced); the kernel hook leaves a new kernel this way. The next run of site.yml signs and installs them.
+      controller - the driver record's C(sign_cert)), an unsigned build that is not installed. The kernel hook leaves
+      a new kernel this way; the next run of site.yml signs and installs it. A build the controller signed that waits
+      while a key rotation holds the installed module is not listed.
   returned: always
   type: list
   elements: str

@@ -190,6 +190,7 @@ msg:
 """
 
 import base64
+import hashlib
 import json
 import os
 
@@ -269,6 +270,27 @@ def take_controller_pair(module, h, p, pair, changes):
         changes.append("wrote " + pair["key"])
 
 
+def keep_replaced_controller_cert(module, h, p, pair, previous, trusted, changes):
+    """take_controller_pair, and the certificate that signs until now (the signer link's target) when the
+    controller's certificate changes under the same name (a fleet moving from one controller key to the next) while
+    the firmware trusts it: it is kept as <key_dir>/replaced-<sha256[:12]>.der, still enrolled, for the rotation to
+    hold the modules it signed and to name in their deletion later. Returns the previous certificate's path."""
+    before = None
+    if trusted and previous and previous == os.path.realpath(pair["cert"]) and os.path.isfile(pair["cert"]):
+        with open(pair["cert"], "rb") as f:
+            before = f.read()
+    take_controller_pair(module, h, p, pair, changes)
+    if before is None or module.check_mode:
+        return previous
+    with open(pair["cert"], "rb") as f:
+        if f.read() == before:
+            return previous
+    keep = "%s/replaced-%s.der" % (p["key_dir"], hashlib.sha256(before).hexdigest()[:12])
+    if ensure(module, keep, before, 0o644):
+        changes.append("kept the certificate %s replaced as %s" % (pair["cert"], keep))
+    return keep
+
+
 def make_key(module, h, p, pair, changes):
     """A generated pair, made once and kept for later runs."""
     if os.path.exists(pair["key"]):
@@ -311,7 +333,7 @@ def import_for_enrollment(module, h, p, cert, changes):
 
 def rotate(module, h, p, previous, candidates, cert, mok, secure_boot, efi, changes):
     """The rotation this run is in (MOK.rotation); when it is done, the old certificate is recorded as replaced."""
-    if not previous or previous == cert or p["image"]:
+    if not previous or os.path.realpath(previous) == os.path.realpath(cert) or p["image"]:
         return None
     probed = next((c for c in candidates if c["cert"] == previous and c["exists"]), None)
     before = probed or F.cert_mok_state(h, previous, efi)
@@ -322,6 +344,10 @@ def rotate(module, h, p, previous, candidates, cert, mok, secure_boot, efi, chan
         if ensure(module, REPLACED, to_bytes(text), 0o644, module.check_mode):
             changes.append("recorded %s as replaced by %s" % (previous, cert))
     return rot
+
+
+# Where DKMS installs the modules it builds (Debian, Ubuntu; EL's DKMS uses extra/).
+DKMS_MODULES = "/lib/modules/*/updates/dkms/*.ko*"
 
 
 def replaced_certificate(module, h, p, efi, changes):
@@ -337,6 +363,10 @@ def replaced_certificate(module, h, p, efi, changes):
     serial = serial or state.get("serial", "")
     in_use = [k["release"] for k in F.kernel_facts(h, serial)["installed"]
               if any(m["ours"] for m in k["gdrdrv_modules"])] if serial else []
+    # DKMS signed with the same key while this role pointed it there (the NVIDIA driver): deleting the certificate
+    # would keep those modules from loading too
+    in_use += ["%s (%s)" % (path.split("/")[3], os.path.basename(path)) for path in sorted(h.glob(DKMS_MODULES))
+               if serial and F.module_signature(h, path, serial)["ours"]]
     mokutil = h.live_tool("mokutil")
     pending = U.list_serials(h.run([mokutil, "--list-delete"])[1]) if mokutil and state["state"] in MOK.TRUSTED else []
     step = MOK.replaced_step(state["state"], in_use, pending, serial, p.get("delete_replaced", False))
@@ -389,7 +419,8 @@ def run(module, p, h=None):
                     os.makedirs(p["key_dir"], 0o700)
                 os.chmod(p["key_dir"], 0o700)
     if source == "controller":
-        take_controller_pair(module, h, p, pair, changes)
+        was = next((c for c in candidates if c["cert"] == pair["cert"] and c["exists"]), {})
+        previous = keep_replaced_controller_cert(module, h, p, pair, previous, was.get("state") in MOK.TRUSTED, changes)
     elif source == "generated":
         make_key(module, h, p, pair, changes)
     # The certificate's MOK state: the probe's when this call left it as the probe read it, else read again (a key

@@ -107,3 +107,23 @@ def test_several_bad_variables_are_named_in_one_message(tmp_path):
     rc, out = validate(tmp_path, "gdrcopy", gdrcopy_version="../../../usr", gdrcopy_chain_modules=["a\nExecStartPre=x"])
     assert rc != 0 and "gdrcopy_version" in out and "gdrcopy_chain_modules[0]" in out, out
     assert out.count("gdrcopy_version must be") == out.count("nothing was changed"), out  # one message, not one each
+
+
+def test_secret_inputs_never_show_at_any_verbosity(tmp_path):
+    """The validation result holds every normalised input: with a secret among them (the enrollment password, the
+    PKCS#11 PIN, the controller's signer with its PIN) it is not shown, even at -vvvv."""
+    secrets = {"mok_signing_enrollment_password": "Pw-4711-secret", "mok_signing_pkcs11_pin": "PIN-0815-secret"}
+    extra = dict(secrets, validate_role="mok_signing", validate_show=False, ansible_python_interpreter=sys.executable,
+                 mok_signing_sign_on_controller=True, mok_signing_controller_cert=str(tmp_path / "c.der"),
+                 mok_signing_pkcs11_uri="pkcs11:token=fleet;object=mok")
+    (tmp_path / "c.der").write_bytes(b"not read for the check")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    (tmp_path / "vars.json").write_text(json.dumps(extra))  # from a file: -vvvv prints the command line
+    r = subprocess.run([str(BIN / "ansible-playbook"), "-vvvv", "-i", "localhost,", str(PLAYBOOK), "-e",
+                        "@%s" % (tmp_path / "vars.json")], env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "VALIDATION PASSED" in out, out[-3000:]
+    assert "mok_signing_key_source" not in out  # the result is not dumped
+    for secret in ("Pw-4711-secret", "PIN-0815-secret"):
+        assert secret not in out

@@ -135,6 +135,10 @@ def test_without_headers_it_waits_for_them(host):
     assert rc is None and calls == []
     assert "no headers for 6.1.0-99-amd64 yet" in out[0]
     assert not (host["modules"] / KERNEL / "updates").exists()
+    r = subprocess.run([sys.executable, str(FILES / "gdrcopy-kernel-hook"), KERNEL], capture_output=True, text=True,
+                       env=hook_env(host))
+    status = json.loads((host["tmp"] / "status.json").read_text())  # not "installed": nothing is, yet
+    assert r.returncode == 0 and (status["ok"], status["state"]) == (True, "waiting for headers")
 
 
 def test_check_says_what_it_would_do_and_does_nothing(host):
@@ -174,6 +178,7 @@ def test_a_dmabuf_record_builds_nothing_and_records_why(host):
     assert r.returncode == 0 and not (host["modules"] / KERNEL / "updates").exists()
     status = json.loads((host["tmp"] / "status.json").read_text())
     assert status["ok"] is True and status["msg"] == "no gdrdrv for %s: the DMA-BUF backend needs none" % KERNEL
+    assert status["state"] == "not needed"
 
 
 def test_a_missing_or_partial_config_says_to_run_the_playbook(tmp_path):

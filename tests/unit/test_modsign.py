@@ -121,6 +121,9 @@ def test_the_controller_signs_only_gdrdrv_built_for_the_named_kernel():
     with pytest.raises(MS.SignError, match="does not make"):
         MS.sign_module(UNSIGNED, KERNEL, "sha1", key, cert)
     assert MS.modinfo(UNSIGNED)["version"] == ["2.6"]
+    # the hash the host names becomes part of a file name in the controller's cache: only the known ones
+    with pytest.raises(MS.SignError, match=r"hash '../../x' for 6.1.0-57-amd64: only sha224, sha256"):
+        MS.Signer(key, cert, cache="/nonexistent").sign(UNSIGNED, KERNEL, "../../x")
 
 
 def test_a_key_that_is_not_the_certificates_is_refused():

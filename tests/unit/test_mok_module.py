@@ -121,6 +121,7 @@ def firmware(monkeypatch, tmp_path):
         "efi": fw["efi"], "enabled": fw["enabled"], "candidates": [state(h, c, True) for c in candidates]})
     monkeypatch.setattr(M, "DKMS_FRAMEWORK", str(tmp_path / "etc/dkms/framework.conf"))
     monkeypatch.setattr(M, "DKMS_DROPIN", str(tmp_path / "etc/dkms/framework.conf.d/gdrcopy-ansible.conf"))
+    monkeypatch.setattr(M, "DKMS_MODULES", str(tmp_path) + "/lib/modules/*/updates/dkms/*.ko*")
     return fw
 
 
@@ -300,6 +301,11 @@ class RotatingHost(Host):
         except (IOError, OSError):
             return None
 
+    @staticmethod
+    def glob(pattern):
+        import glob
+        return sorted(glob.glob(pattern))
+
     def run(self, argv):
         if os.path.basename(argv[0]) == "mokutil" and argv[1] == "--list-delete":
             self.calls.append(argv)
@@ -320,7 +326,7 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
         {"release": "6.1.0-50-amd64", "gdrdrv_modules": [{"ours": bool(serial) and serial == signed_by["serial"]}]}]})
     h = RotatingHost()
     g = str(tmp_path / "mok/mok.der")
-    M.run(Module(), params(tmp_path, enrollment_password="pw"), h)
+    M.run(Module(), params(tmp_path, enrollment_password="Rotation-pw-4711"), h)
     firmware["states"][g] = "enrolled"
     serial_g = M.F.certificate_facts(h, g)[0]
     signed_by["serial"] = serial_g
@@ -330,7 +336,7 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
     subprocess.run([str(KEYGEN), str(src), "fleet key", "30"], check=True, capture_output=True)
     c = str(tmp_path / "mok/controller.der")
     ctl = params(tmp_path, controller_cert=base64.b64encode((src / "mok.pem").read_bytes()).decode(),
-                 sign_on_controller=True, enrollment_password="pw")
+                 sign_on_controller=True, enrollment_password="Rotation-pw-4711")
     r = M.run(Module(), ctl, h)
     assert r["rotation"] == {"from": g, "to": c, "phase": "pending"}
     assert os.readlink(link) == g and r["replaced"] is None  # the installed modules are still G's
@@ -345,6 +351,16 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
     assert json.loads((tmp_path / "state/mok-replaced.json").read_text()) == {"cert": g, "serial": serial_g}
     assert r["replaced"]["step"] == "in use" and r["replaced"]["in_use"] == ["6.1.0-50-amd64"]
     signed_by["serial"] = "C"  # the gdrcopy role re-signed every module with C
+    # but DKMS signed the NVIDIA driver with G while this role pointed it there: G stays in use for it
+    dkms = tmp_path / "lib/modules/6.1.0-50-amd64/updates/dkms"
+    dkms.mkdir(parents=True)
+    (dkms / "nvidia.ko").write_bytes(b"\x7fELF")
+    monkeypatch.setattr(M.F, "module_signature", lambda h, path, serial: {"ours": serial == serial_g})
+    r = M.run(Module(), dict(ctl, delete_replaced=True), h)
+    assert r["replaced"]["step"] == "in use" and len(r["replaced"]["in_use"]) == 1
+    assert r["replaced"]["in_use"][0].endswith("(nvidia.ko)")
+    assert not [call for call in h.calls if "--delete" in call]
+    (dkms / "nvidia.ko").unlink()  # DKMS rebuilt it with its own key
     r = M.run(Module(), ctl, h)
     assert r["rotation"] is None and r["replaced"]["step"] == "offer"
     assert "mok_signing_delete_replaced: true (or mokutil --delete %s)" % g in r["msg"]
@@ -352,7 +368,7 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
     r = M.run(Module(), dict(ctl, delete_replaced=True), h)
     deletes = [call for call in h.calls if "--delete" in call]
     assert r["replaced"]["step"] == "request" and deletes[0][1:4] == ["--delete", g, "--hash-file"]
-    assert not any("pw" in arg for call in h.calls for arg in call[1:] if arg != "--hash-file")
+    assert not any("Rotation-pw-4711" in arg for call in h.calls for arg in call)
     h.delete_list = "[key 1]\nSHA1 Fingerprint: 00\n    Serial Number:\n        %s\n" % serial_g
     r = M.run(Module(), dict(ctl, delete_replaced=True), h)
     assert r["replaced"]["step"] == "pending" and len([c_ for c_ in h.calls if "--delete" in c_]) == 1
@@ -360,3 +376,43 @@ def test_a_key_rotation_keeps_the_old_signature_until_the_new_key_is_enrolled_th
     r = M.run(Module(), dict(ctl, delete_replaced=True), h)
     assert r["replaced"]["step"] == "gone" and not (tmp_path / "state/mok-replaced.json").exists()
     assert M.run(Module(), dict(ctl, delete_replaced=True), h)["replaced"] is None
+
+
+def test_a_new_controller_certificate_under_the_same_name_is_a_rotation_too(tmp_path, firmware, monkeypatch):
+    """The fleet moves from controller key C1 to C2: both land at <key_dir>/controller.der. C1's certificate is kept
+    (replaced-<sha12>.der), the link stays on it and the modules it signed are held while C2 waits; once C2 is
+    enrolled, C1's copy is recorded as replaced (what its deletion will name)."""
+    import hashlib
+    firmware["enabled"] = True
+    monkeypatch.setattr(M, "REPLACED", str(tmp_path / "state/mok-replaced.json"))
+    monkeypatch.setattr(M.F, "kernel_facts", lambda h, serial: {"installed": []})
+    by_content = {}  # the firmware knows certificates by what they are, not by where a host keeps them
+
+    def state(h, cert, efi):
+        data = Path(cert).read_bytes() if os.path.exists(cert) else b""
+        return cand(cert, by_content.get(hashlib.sha256(data).hexdigest(), "not_enrolled"), bool(data))
+
+    monkeypatch.setattr(M.F, "cert_mok_state", state)
+    monkeypatch.setattr(M.F, "secure_boot_facts", lambda h, mok, candidates: {
+        "efi": True, "enabled": True, "candidates": [state(h, c, True) for c in candidates]})
+    keys = {}
+    for name in ("c1", "c2"):
+        subprocess.run([str(KEYGEN), str(tmp_path / name), "fleet key " + name, "30"], check=True, capture_output=True)
+        keys[name] = (base64.b64encode((tmp_path / name / "mok.pem").read_bytes()).decode(),
+                      hashlib.sha256((tmp_path / name / "mok.der").read_bytes()).hexdigest())
+    h, link, c = RotatingHost(), tmp_path / "state/mok-signer.der", str(tmp_path / "mok/controller.der")
+    ctl = params(tmp_path, controller_cert=keys["c1"][0], sign_on_controller=True, enrollment_password="pw")
+    M.run(Module(), ctl, h)
+    by_content[keys["c1"][1]] = "enrolled"
+    assert M.run(Module(), ctl, h)["rotation"] is None and os.readlink(link) == c
+    ctl2 = dict(ctl, controller_cert=keys["c2"][0])
+    r = M.run(Module(), ctl2, h)
+    kept = str(tmp_path / "mok" / ("replaced-%s.der" % keys["c1"][1][:12]))
+    assert "kept the certificate %s replaced as %s" % (c, kept) in r["changes"]
+    assert Path(kept).read_bytes() == (tmp_path / "c1" / "mok.der").read_bytes()
+    assert r["rotation"] == {"from": kept, "to": c, "phase": "pending"} and os.readlink(link) == kept
+    assert M.run(Module(), ctl2, h)["rotation"]["phase"] == "pending" and os.readlink(link) == kept  # a rerun
+    by_content[keys["c2"][1]] = "enrolled"  # the operator enrolled C2
+    r = M.run(Module(), ctl2, h)
+    assert r["rotation"] == {"from": kept, "to": c, "phase": "done"} and os.readlink(link) == c
+    assert json.loads((tmp_path / "state/mok-replaced.json").read_text())["cert"] == kept

@@ -244,6 +244,11 @@ def test_nvidia_smi_query_rejects_an_error_and_keeps_na_as_none(host_fixture):
     assert P.parse_nvidia_smi_query(text) == [{"index": 0, "name": "Tesla T4", "memory.total": None}]
 
 
+def test_nvidia_smi_query_is_read_as_csv_so_a_quoted_comma_shifts_no_column():
+    text = 'index, name, memory.total [MiB]\n0, "NVIDIA H200 NVL, 141GB", 143771 MiB\n\n1, x\n'
+    assert P.parse_nvidia_smi_query(text) == [{"index": 0, "name": "NVIDIA H200 NVL, 141GB", "memory.total": 143771}]
+
+
 def test_nvidia_smi_q_sections_of_the_full_h200_capture(host_fixture):
     q = P.parse_nvidia_smi_q(host_fixture(H200, "cmd/nvidia_smi_q.txt"))
     assert (q["driver_version"], q["cuda_version"]) == ("580.159.04", "13.0")

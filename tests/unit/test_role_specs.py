@@ -22,7 +22,8 @@ EXPORTS = {
                 "gdrcopy_uninstalled", "gdrcopy_package_lists_refresh"},
     "mok_signing": {"mok_signing_enrollment_pending", "mok_signing_reboot_required", "mok_signing_signer",
                     "mok_signing_cert_path", "mok_signing_secure_boot", "mok_signing_reimported",
-                    "mok_signing_sign_command", "mok_signing_controller_signer", "mok_signing_rotation"},
+                    "mok_signing_sign_command", "mok_signing_controller_signer", "mok_signing_rotation",
+                    "mok_signing_replaced"},
     "nvidia_peermem": {"nvidia_peermem_loaded", "nvidia_peermem_report", "nvidia_peermem_boot_modules"},
 }
 # Facts the task playbooks export; their other variables are internal (__<playbook>_).

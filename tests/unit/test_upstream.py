@@ -111,6 +111,12 @@ def test_the_plan_refuses_upstreams_install_by_default_and_names_both_choices(up
     assert msg.endswith("Nothing was changed.")
     p = PLAN.plan(info(up), [], "host", "gdrcopy", False, {}, {}, [], "linux-headers-{kernel}", "replace")
     assert p["upstream_remove"] is True and p["notes"][0].startswith("upstream's gdrcopy install is removed first")
+    # the DMA-BUF backend builds no gdrdrv, but upstream's libgdrapi would still shadow ours: the same refusal
+    dmabuf = dict(info(up), cuda={"driver_version": "13.3"})
+    with pytest.raises(PLAN.Blocked, match="^this host has upstream's own gdrcopy install"):
+        PLAN.plan(dmabuf, [], "host", "gdrcopy", False, {}, {}, [], "linux-headers-{kernel}", "refuse", "dmabuf", "2.6")
+    p = PLAN.plan(dmabuf, [], "host", "gdrcopy", False, {}, {}, [], "linux-headers-{kernel}", "replace", "dmabuf", "2.6")
+    assert p["upstream_remove"] is True and p["backend"]["name"] == "dmabuf" and p["kernels"] == []
     p = PLAN.plan(info({"packages": [], "dkms": [], "files": [], "modules": []}), [], "host", "gdrcopy", False, {},
                   {}, [], "linux-headers-{kernel}")
     assert p["upstream_remove"] is False and p["notes"] == []
