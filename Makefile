@@ -42,38 +42,31 @@ $(COLLECTIONS_CACHE)/.installed: $(VENV)/.installed collections/requirements.yml
 
 ## The test command (README, .ci/run).
 # The VM image (built once, then cached) is made in the background while lint, the unit tests, the collection
-# checks and the ansible-core matrix run: on a fresh machine that hides its build (3-4 min) behind them. Once it is
-# there, the scenarios of SCENARIOS_BESIDE (the longest) start in the background too, each with its own VM, and their
-# output is printed when they end; the other scenarios run in order after the checks. A VM under TCG waits on the
-# controller much of the time (reboots, MokManager's countdowns, Ansible's own work), so two of them on two cores
-# finish well before the two would one after the other. They run under Mitogen (molecule.yml); `make demo` last
-# runs site.yml twice with plain Ansible, as a user does. Tests that need root or a browser must run here
-# (GDRCOPY_FULL_RUN).
+# checks and the ansible-core matrix run: on a fresh machine that hides its build (3-4 min) behind them. Then the
+# scenarios of SCENARIOS_BESIDE (the longest) run in the background, each with its own VM, their output printed when
+# they end, while the other scenarios run in order. A VM under TCG waits on the controller much of the time
+# (reboots, MokManager's countdowns, Ansible's own work), so two of them on two cores finish well before the two
+# would one after the other; the checks before them are CPU-bound, which is why nothing runs beside those. They run
+# under Mitogen (molecule.yml); `make demo` last runs site.yml twice with plain Ansible, as a user does. Tests that
+# need root or a browser must run here (GDRCOPY_FULL_RUN).
 test: setup-vm
-	@rm -f .cache/timings.txt .cache/vm-image.ok .cache/vm-image.failed; mkdir -p .cache; \
-	( if $(TIMED) vm-image python3 tests/harness/vm.py image >.cache/vm-image.log 2>&1; then \
-	    touch .cache/vm-image.ok; rc=0; \
-	    for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
-	      $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s >.cache/molecule-$$s.log 2>&1 || rc=1; \
-	    done; exit $$rc; \
-	  else touch .cache/vm-image.failed; exit 1; fi ) & beside=$$!; \
-	show_beside() { wait $$beside; r=$$?; for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
-	  [ ! -f .cache/molecule-$$s.log ] || { echo "--- molecule $$s (ran beside the others) ---"; cat .cache/molecule-$$s.log; }; \
-	  done; return $$r; }; \
-	kill_tree() { local c; for c in $$(pgrep -P $$1); do kill_tree $$c; done; kill $$1 2>/dev/null || true; }; \
-	stop_beside() { kill_tree $$beside; wait $$beside 2>/dev/null || true; \
-	  for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do molecule destroy -s $$s >/dev/null 2>&1 || true; done; }; \
+	@rm -f .cache/timings.txt; mkdir -p .cache; \
+	$(TIMED) vm-image python3 tests/harness/vm.py image >.cache/vm-image.log 2>&1 & image=$$!; \
 	if ! { $(TIMED) lint $(MAKE) --no-print-directory lint \
 	       && $(TIMED) unit $(MAKE) --no-print-directory unit GDRCOPY_FULL_RUN=1 \
 	       && $(TIMED) collection $(MAKE) --no-print-directory collection \
 	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS=--quick; }; then \
-	  stop_beside; exit 1; fi; \
-	while [ ! -e .cache/vm-image.ok ] && [ ! -e .cache/vm-image.failed ] && kill -0 $$beside 2>/dev/null; do sleep 5; done; \
-	[ -e .cache/vm-image.ok ] || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
+	  wait $$image; exit 1; fi; \
+	wait $$image || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
+	( rc=0; for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
+	    $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s >.cache/molecule-$$s.log 2>&1 || rc=1; \
+	  done; exit $$rc ) & beside=$$!; \
 	rc=0; for s in $(filter-out $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
 	  $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s || rc=1; \
 	done; \
-	show_beside || rc=1; \
+	wait $$beside || rc=1; \
+	for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
+	  echo "--- molecule $$s (ran beside the others) ---"; cat .cache/molecule-$$s.log; done; \
 	$(TIMED) demo $(MAKE) --no-print-directory demo || rc=1; \
 	$(MAKE) --no-print-directory timings; exit $$rc
 
