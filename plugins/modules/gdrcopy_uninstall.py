@@ -272,9 +272,15 @@ def delete_mok(module, params, check):
     link = PATHS["mok_signer"]
     # the certificate that signs (the signer link), else the generated or controller one kept in key_dir (an earlier
     # uninstall removed the link and kept the key)
-    cert = os.path.realpath(link) if os.path.islink(link) and os.path.exists(link) else next(
-        (c for c in MOK.candidate_certs([], params["key_dir"]) if os.path.isfile(c)), "")
-    state = F.cert_mok_state(h, cert, os.path.isdir("/sys/firmware/efi"))
+    efi = os.path.isdir("/sys/firmware/efi")
+    if os.path.islink(link) and os.path.exists(link):
+        cert = os.path.realpath(link)
+        state = F.cert_mok_state(h, cert, efi)
+    else:  # of those kept (a rotation keeps the one it replaced), the one the firmware still trusts
+        kept = [(c, F.cert_mok_state(h, c, efi)) for c in MOK.candidate_certs([], params["key_dir"])
+                if os.path.isfile(c)]
+        cert, state = next((cs for cs in kept if cs[1]["state"] in MOK.TRUSTED), kept[0] if kept else ("", None))
+        state = state or F.cert_mok_state(h, cert, efi)
     pending = []
     mokutil = h.live_tool("mokutil")
     if state["state"] != "unknown" and mokutil:
