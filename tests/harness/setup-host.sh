@@ -9,7 +9,7 @@ packages=(
   python3-venv make git                 # the test environment
   chromium fonts-dejavu-core            # the screenshot test of the HTML fleet report
   dpkg-dev debhelper fakeroot dkms      # upstream-style debs of the source tree (molecule/lifecycle/upstream.yml)
-  softhsm2 kmod openssl                 # a real PKCS#11 token, modinfo and openssl for the module-signing tests
+  softhsm2 kmod openssl linux-kbuild-6.1 # a PKCS#11 token, modinfo, openssl and the kernel's sign-file (module signing)
 )
 # A real release's packages/build-deb-packages.sh also runs debuild.
 if [ -n "${GDRCOPY_SOURCE_TARBALL:-}" ]; then

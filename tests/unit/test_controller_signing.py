@@ -1,12 +1,13 @@
 """Signing on the controller, through the host's pipeline (gdrcopy_build's build(), gdrcopy_pipeline) and the
 controller's signer (gdrcopy_modsign.Signer): the build is the role's gdrcopy-build on the fixture source tree, whose
-kbuild step leaves the real fixture module (tests/fixtures/modsign/gdrdrv-unsigned.ko, built for 6.1.0-57-amd64);
+kbuild step leaves the real fixture module (.cache/modsign/gdrdrv-unsigned.ko, tests/unit/modsign_build.py, with 6.1.0-57-amd64's vermagic);
 the host checks signatures with openssl, the controller signs with cryptography. The action plugin's part (slurp,
 put, the second call) runs in the secureboot scenario on a real Secure Boot VM."""
 
 import subprocess
 
 import pytest
+import modsign_build
 from conftest import FIXTURES
 from test_build_module import FILES, make_tarball
 
@@ -15,6 +16,7 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pi
 from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_build as M
 
 HERE = FIXTURES / "modsign"
+BUILT = modsign_build.build()
 K = "6.1.0-57-amd64"
 
 
@@ -25,7 +27,7 @@ def signer(letter, cache=""):
 
 @pytest.fixture
 def node(tmp_path):
-    kbuild = "all:\n\tcp '%s' gdrdrv.ko\n" % (HERE / "gdrdrv-unsigned.ko")
+    kbuild = "all:\n\tcp '%s' gdrdrv.ko\n" % (BUILT / "gdrdrv-unsigned.ko")
     tarball, sha = make_tarball(tmp_path, kbuild=kbuild)
     modules = tmp_path / "lib-modules"
     (modules / K / "build").mkdir(parents=True)
@@ -83,8 +85,8 @@ def test_a_module_waits_for_the_controller_then_installs_signed_and_stays(node):
     # RSA signatures are deterministic: the module installed is byte for byte the one signed with sign-file but for
     # the digest algorithm's NULL parameters (tests/unit/test_modsign.py)
     assert MS.parse_pkcs7(P.split_signature(dest(node).read_bytes())[1]) == MS.parse_pkcs7(
-        P.split_signature((HERE / "signfile-a-sha256.ko").read_bytes())[1])
-    assert P.unsigned_content(dest(node).read_bytes()) == (HERE / "gdrdrv-unsigned.ko").read_bytes()
+        P.split_signature((BUILT / "signfile-a-sha256.ko").read_bytes())[1])
+    assert P.unsigned_content(dest(node).read_bytes()) == (BUILT / "gdrdrv-unsigned.ko").read_bytes()
     assert node["depmod"] == [K]
     result, error = call(node)  # the rerun: nothing to sign, nothing to install
     assert error is None and row(result) == ("current", "unchanged", "current") and not result["changed"]
@@ -115,7 +117,7 @@ def test_the_host_refuses_what_the_controller_should_not_have_sent(node):
     assert "is refused: it does not verify against" in error and not dest(node).exists()
     other = node["tmp"] / "other.ko"  # another module, validly signed
     other.write_bytes(P.append_signature(b"\x7fELF" + b"\0" * 100, P.split_signature(
-        (HERE / "signfile-a-sha256.ko").read_bytes())[1]))
+        (BUILT / "signfile-a-sha256.ko").read_bytes())[1]))
     result2, error = call(node, signed={K: other})
     assert "is not the one built here" in error and not dest(node).exists()
     with pytest.raises(P.PipelineError, match="a kernel of this call"):
@@ -125,7 +127,7 @@ def test_the_host_refuses_what_the_controller_should_not_have_sent(node):
 def test_one_signature_per_distinct_module_with_the_fleet_cache(node, tmp_path):
     cache = tmp_path / "fleet-cache"
     first, second = signer("a", str(cache)), signer("a", str(cache))  # two hosts' workers
-    data = (HERE / "gdrdrv-unsigned.ko").read_bytes()
+    data = (BUILT / "gdrdrv-unsigned.ko").read_bytes()
     one, how1 = first.sign(data, K, "sha256")
     two, how2 = second.sign(data, K, "sha256")
     assert one == two and (how1, how2) == ("signed", "cached") and first.signatures + second.signatures == 1

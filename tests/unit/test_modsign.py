@@ -1,6 +1,6 @@
 """Module signatures made on the controller (plugins/module_utils/gdrcopy_modsign.py) against the kernel's own
-sign-file, on a real module file (tests/fixtures/modsign: made by make-fixtures.sh with Debian 12's sign-file), read
-back by modinfo (kmod) and checked on the host's side by openssl (gdrcopy_pipeline.signature_verifies); the PKCS#11
+sign-file, on a module file made at test time (tests/unit/modsign_build.py: .cache/modsign, signed there by
+Debian 12's sign-file), read back by modinfo (kmod) and checked on the host's side by openssl (gdrcopy_pipeline.signature_verifies); the PKCS#11
 path signs through a SoftHSM2 token holding the same key."""
 
 import importlib.util
@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import modsign_build
 from conftest import FIXTURES, need
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_modsign as MS
@@ -21,8 +22,13 @@ KERNEL = "6.1.0-57-amd64"  # the fixture module's vermagic
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
 
 
+BUILT = modsign_build.build()  # the module and sign-file's signatures, made at test time (.cache/modsign)
+
+
 def read(name):
-    return (HERE / name).read_bytes()
+    path = (BUILT if name.endswith(".ko") else HERE) / name
+    need(path.exists(), "%s: the kernel's sign-file is missing (linux-kbuild-6.1, make setup-vm)" % name)
+    return path.read_bytes()
 
 
 def pair(letter):
@@ -201,7 +207,7 @@ cert = MS.load_certificate(open(here + "/cert-a.der", "rb").read())
 try:
     key = MS.token_key(uri, module, pin, cert)
     MS.check_pair(key, MS.load_certificate(open(here + "/cert-%s.der" % cert_letter, "rb").read()))
-    signed = MS.sign_module(open(here + "/gdrdrv-unsigned.ko", "rb").read(), "6.1.0-57-amd64", "sha256", key, cert)
+    signed = MS.sign_module(open(sys.argv[7], "rb").read(), "6.1.0-57-amd64", "sha256", key, cert)
     try:
         key.private_bytes(None, None, None)
     except MS.SignError as e:
@@ -214,7 +220,8 @@ except MS.SignError as e:
 
 def token_case(uri, module=SOFTHSM, pin="4321", cert="a"):
     from conftest import COLLECTIONS
-    r = subprocess.run([sys.executable, "-c", TOKEN_CASE, str(COLLECTIONS), str(HERE), uri, module, pin, cert],
+    r = subprocess.run([sys.executable, "-c", TOKEN_CASE, str(COLLECTIONS), str(HERE), uri, module, pin, cert,
+                        str(BUILT / "gdrdrv-unsigned.ko")],
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout)
 
