@@ -159,6 +159,13 @@ def rotation(previous, previous_state, cert, state, secure_boot):
     return {"from": previous, "to": cert, "phase": phase}
 
 
+def kept_cert(kept):
+    """Of the certificates kept in the key directory with their MOK states [(cert, state)], the one an uninstall
+    asks to delete when the signer link is gone: the first the firmware trusts (after a rotation the replaced one
+    may be deleted already while the new one is enrolled), else the first kept; ("", None) when none is kept."""
+    return next((cs for cs in kept if cs[1]["state"] in TRUSTED), kept[0] if kept else ("", None))
+
+
 def replaced_step(state, in_use, pending_serials, serial, delete):
     """What becomes of the certificate a rotation replaced (the replaced record): its MOK state, the kernels whose
     installed gdrdrv it still signs (in_use), the deletions already requested, and mok_signing_delete_replaced ->

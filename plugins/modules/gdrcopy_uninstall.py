@@ -279,7 +279,7 @@ def delete_mok(module, params, check):
     else:  # of those kept (a rotation keeps the one it replaced), the one the firmware still trusts
         kept = [(c, F.cert_mok_state(h, c, efi)) for c in MOK.candidate_certs([], params["key_dir"])
                 if os.path.isfile(c)]
-        cert, state = next((cs for cs in kept if cs[1]["state"] in MOK.TRUSTED), kept[0] if kept else ("", None))
+        cert, state = MOK.kept_cert(kept)
         state = state or F.cert_mok_state(h, cert, efi)
     pending = []
     mokutil = h.live_tool("mokutil")

@@ -319,3 +319,33 @@ def test_the_packages_record_can_be_kept_while_the_rest_of_the_state_goes(before
     assert left == [PATHS["state_dir"], PATHS["packages_record"]]
     again = U.plan(before, PREFIX, BUILD, KEYS, keep_key=False, keep_paths=(PATHS["packages_record"],))
     assert (again["files"], again["dirs"]) == ([], [])
+
+
+@pytest.mark.parametrize("states, chosen", [
+    ({"mok.der": "not_enrolled", "controller.der": "enrolled"}, "controller.der"),  # after a rotation to the controller
+    ({"mok.der": "enrolled", "controller.der": "enrolled"}, "mok.der"),
+    ({"mok.der": "not_enrolled"}, "mok.der"),  # none trusted: the first kept, whose deletion is "absent"
+    ({}, ""),
+])
+def test_without_the_signer_link_the_kept_certificate_the_firmware_trusts_is_deleted(monkeypatch, tmp_path, states,
+                                                                                       chosen):
+    """An earlier uninstall removed the signer link and kept the keys; after a rotation the replaced certificate
+    (mok.der) may be deleted from the MOK list already while the controller's is enrolled: the latter is asked for."""
+    from ansible_collections.gpufleet.gdrcopy.plugins.modules import gdrcopy_uninstall as M
+    from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
+    for name in states:
+        (tmp_path / name).write_bytes(b"der")
+    monkeypatch.setattr(F, "cert_mok_state", lambda h, cert, efi: {
+        "state": states.get(os.path.basename(cert), "unknown"), "serial": "513A0F9C1D"})
+    monkeypatch.setitem(M.PATHS, "mok_signer", str(tmp_path / "no-link"))
+
+    class Module(StubModule):
+        @staticmethod
+        def get_bin_path(name, **kw):
+            return None
+
+    params = {"mok_delete": True, "mok_password": "pw", "image": False, "key_dir": str(tmp_path)}
+    out = M.delete_mok(Module(check_mode=True), params, check=True)
+    assert out["cert"] == (str(tmp_path / chosen) if chosen else "")
+    assert out["action"] == {"controller.der": "request", "mok.der": "request" if len(states) == 2 else "absent",
+                             "": "unknown"}[chosen]
