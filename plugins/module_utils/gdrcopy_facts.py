@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import glob
 import grp
+import gzip
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pe
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_converged as C
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_smoke as SMOKE
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_verdict as V
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils.gdrcopy_pipeline import PATHS
 
 TOOLS = ("modprobe", "modinfo", "depmod", "ldconfig", "mokutil", "nvidia-smi", "openssl", "timeout", "dkms",
@@ -266,6 +268,7 @@ def kernel_facts(h, mok_serial):
             "build_dir": build,
             "sig_hash": kconf.get("CONFIG_MODULE_SIG_HASH", ""),
             "sig_force": kconf.get("CONFIG_MODULE_SIG_FORCE") == "y",
+            "lockdown_force": P.kconfig_lockdown(kconf),
             "gdrdrv": gdrdrv,
             "gdrdrv_modules": [module_signature(h, path, mok_serial) for path in gdrdrv],
         })
@@ -274,6 +277,7 @@ def kernel_facts(h, mok_serial):
     return {
         "running": running,
         "running_installed": h.live and any(k["release"] == running for k in installed),
+        "running_config": running_config(h, running, installed),
         "installed": installed,
         # Without loadable module support the kernel has no modules_disabled switch; an image root is not asked.
         "modular": h.exists("/proc/sys/kernel/modules_disabled") if h.live else True,
@@ -282,6 +286,24 @@ def kernel_facts(h, mok_serial):
         "lockdown": m.group(1) if m else "",
         "efi": h.isdir("/sys/firmware/efi"),
     }
+
+
+def running_config(h, running, installed):
+    """What the running kernel's config says about module signatures: {sig_force, sig_hash, lockdown_force,
+    source}. From its installed config, else /proc/config.gz (a kernel from elsewhere, CONFIG_IKCONFIG_PROC)."""
+    kern = [k for k in installed if k["release"] == running]
+    if kern and kern[0]["sig_hash"]:
+        return {"sig_force": kern[0]["sig_force"], "sig_hash": kern[0]["sig_hash"],
+                "lockdown_force": kern[0].get("lockdown_force", ""), "source": "/boot/config-" + running}
+    data = h.read_bytes("/proc/config.gz") if h.live else None
+    try:
+        conf = P.parse_kconfig(gzip.decompress(data).decode("utf-8", "replace")) if data else {}
+    except (IOError, OSError, EOFError):
+        conf = {}
+    if not conf:
+        return {"sig_force": False, "sig_hash": "", "lockdown_force": "", "source": ""}
+    return {"sig_force": conf.get("CONFIG_MODULE_SIG_FORCE") == "y", "sig_hash": conf.get("CONFIG_MODULE_SIG_HASH", ""),
+            "lockdown_force": P.kconfig_lockdown(conf), "source": "/proc/config.gz"}
 
 
 # --- Secure Boot and the MOK ----------------------------------------------------------------------------------
@@ -410,14 +432,22 @@ def nvidia_facts(h, kernels, src_override=None):
 
 
 def nvidia_smi(h):
-    """What nvidia-smi says: per-GPU query rows, the -q MEMORY sections and the CUDA driver version."""
+    """What nvidia-smi says: per-GPU query rows (CSV), the -q sections (BAR1, fabric, UUID) and the CUDA driver
+    version; with two GPUs or more, the topology matrix (NVLink peers) and the NVLink states."""
     smi = h.live_tool("nvidia-smi")
+    out = {"rows": [], "q": {"gpus": {}, "cuda_version": ""}, "topo": {}, "nvlink": {}, "ran": bool(smi)}
     if not smi:
-        return {"rows": [], "q": {"gpus": {}, "cuda_version": ""}, "ran": False}
+        return out
     rc, text, dummy = h.run([smi, "--query-gpu=" + ",".join(P.SMI_QUERY_FIELDS), "--format=csv"])
-    rows = P.parse_nvidia_smi_query(text) if rc == 0 else []
-    rc, text, dummy = h.run([smi, "-q", "-d", "MEMORY"])
-    return {"rows": rows, "q": P.parse_nvidia_smi_q(text if rc == 0 else ""), "ran": True}
+    out["rows"] = P.parse_nvidia_smi_query(text) if rc == 0 else []
+    rc, text, dummy = h.run([smi, "-q"])
+    out["q"] = P.parse_nvidia_smi_q(text if rc == 0 else "")
+    if len(out["rows"]) > 1:
+        rc, text, dummy = h.run([smi, "topo", "-m"])
+        out["topo"] = P.parse_nvidia_smi_topo(text) if rc == 0 else {}
+        rc, text, dummy = h.run([smi, "nvlink", "-s"])
+        out["nvlink"] = P.parse_nvidia_smi_nvlink(text) if rc == 0 else {}
+    return out
 
 
 def pci_gpus(h):
@@ -441,41 +471,51 @@ def pci_link(h, bdf):
             "max_width": P.parse_int(h.read(base + "max_link_width"))}
 
 
-def describe_gpu(h, bdf, row, memory):
-    """One GPU from sysfs (link, NUMA node), nvidia-smi's query row and its -q MEMORY sections."""
-    bar1 = memory.get("BAR1 Memory Usage", {})
-    total, used = P.mib(bar1.get("Total")), P.mib(bar1.get("Used"))
+def describe_gpu(h, bdf, row, q, smi):
+    """One GPU in one schema whether nvidia-smi is there or not: nvidia-smi's query row and -q sections when it
+    is, else /proc/driver/nvidia and sysfs; the link, NUMA node, CPU affinity and BAR1 size always from sysfs
+    when nvidia-smi does not say (the same types either way: ints or None, strings or '')."""
+    base = "/sys/bus/pci/devices/%s/" % bdf
+    bar1 = q.get("BAR1 Memory Usage", {})
+    total = P.mib(bar1.get("Total")) or P.parse_pci_bar1_mib(h.read(base + "resource"))
+    used = P.mib(bar1.get("Used"))
     info = P.parse_nvidia_gpu_information(h.read("/proc/driver/nvidia/gpus/%s/information" % bdf) or "")
+    index = row.get("index")
+    fabric = q.get("Fabric", {})
     return {
-        "index": row.get("index", info.get("Device Minor", "")),
+        "index": index if isinstance(index, int) else P.parse_int(info.get("Device Minor")),
         "name": row.get("name") or info.get("Model", ""),
-        "bus_id": row.get("pci.bus_id") or bdf,
-        "pci": bdf,
-        "driver_version": row.get("driver_version") or "",
+        "uuid": q.get("", {}).get("GPU UUID") or info.get("GPU UUID", ""),
+        "bus_id": bdf,
+        "driver_version": row.get("driver_version") or (h.read("/sys/module/nvidia/version") or "").strip(),
         "memory_total_mib": row.get("memory.total"),
         "memory_used_mib": row.get("memory.used"),
         "bar1_total_mib": total,
         "bar1_used_mib": used,
         "bar1_used_pct": int(round(100.0 * used / total)) if total and used is not None else None,
-        "numa_node": P.parse_int(h.read("/sys/bus/pci/devices/%s/numa_node" % bdf), -1),
+        "numa_node": P.parse_int(h.read(base + "numa_node"), -1),
+        "cpu_affinity": (h.read(base + "local_cpulist") or "").strip(),
         "link": pci_link(h, bdf),
-        "smi_link": {"gen": row.get("pcie.link.gen.current"), "max_gen": row.get("pcie.link.gen.max"),
-                     "width": row.get("pcie.link.width.current"), "max_width": row.get("pcie.link.width.max")},
+        "fabric": {"state": fabric.get("State", ""), "status": fabric.get("Status", "")},
+        "nvlink": {"active": 0, "inactive": 0, "peers": {}},
+        "source": "nvidia-smi" if row else "sysfs",
     }
 
 
 def gpu_facts(h, smi):
-    """GPUs in nvidia-smi's order, then any that only sysfs knows (no nvidia-smi, or an unbound GPU)."""
+    """GPUs in nvidia-smi's order, then any that only sysfs knows (no nvidia-smi, or an unbound GPU); NVLink peers
+    (topo -m: GPUn -> bonded link count) and link states (nvlink -s) by index."""
     gpus, seen = [], set()
     for row in smi["rows"]:
         bdf = P.smi_bus_to_sysfs(row.get("pci.bus_id") or "")
-        gpus.append(describe_gpu(h, bdf, row, smi["q"]["gpus"].get(row.get("pci.bus_id"), {})))
+        gpus.append(describe_gpu(h, bdf, row, smi["q"]["gpus"].get(row.get("pci.bus_id"), {}), smi))
         seen.add(bdf)
-    if not h.live:
-        return gpus
-    for bdf in pci_gpus(h):
-        if bdf not in seen:
-            gpus.append(describe_gpu(h, bdf, {}, {}))
+    if h.live:
+        gpus += [describe_gpu(h, bdf, {}, {}, smi) for bdf in pci_gpus(h) if bdf not in seen]
+    for gpu in gpus:
+        links = smi["nvlink"].get(gpu["index"], {})
+        gpu["nvlink"] = {"active": links.get("active", 0), "inactive": links.get("inactive", 0),
+                         "peers": smi["topo"].get("GPU%s" % gpu["index"], {}).get("nvlink", {})}
     return gpus
 
 
@@ -690,7 +730,7 @@ def backend_facts(facts, configured=""):
     last install chose (configured)."""
     gc = facts["gdrcopy"]
     ok, why = P.dmabuf_availability(facts["cuda"]["driver_version"], gc["library_version"] or gc["release"])
-    problem = P.gdrdrv_problem(facts) if facts["live"] else "not a running host (image)"
+    problem = V.gdrdrv_problem(facts) if facts["live"] else "not a running host (image)"
     out = P.choose_backend(problem, ok, why, configured)
     out["dmabuf"] = {"available": ok, "reason": why}
     out["configured"] = configured
@@ -974,11 +1014,12 @@ def gather(module, params, host=None):
         "os": (h.root == "/" and complete_os_facts(params.get("os_facts"))) or os_facts(module, h),
     }
     gdrdrv["load_refusal"] = P.load_refusal(facts)
+    facts["signing"] = V.signing_state(facts, P.parse_proc_keys(h.read("/proc/keys") or "") if h.live else ())
     facts["backend"] = backend_facts(facts, configured_backend(h))
     if params.get("peermem_state"):
         facts["peermem"]["plan"] = P.peermem_plan(params["peermem_state"], facts)
     facts["numa_mismatches"] = P.numa_mismatches(facts["gpus"], facts["rdma"])
-    facts["blockers"], facts["concerns"], facts["health"] = P.assess(facts)
+    facts["findings"], facts["blockers"], facts["concerns"], facts["health"] = V.assess(facts)
     facts["tests"] = run_tests(h, facts, params.get("run_tests") or [], params.get("gpu_id") or 0,
                                params.get("tests_timeout") or 900)
     if params.get("smoke"):

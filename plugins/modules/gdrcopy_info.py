@@ -170,6 +170,49 @@ blockers:
   type: list
   elements: str
   sample: ["module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until reboot"]
+findings:
+  description:
+    - Every blocker and concern as data, blockers first as found - C(code) (stable, one of the table in
+      docs/STATUS-REPORT.md, e.g. C(modules_disabled), C(no_module_tree), C(sig_enforced_no_efi),
+      C(fabric_manager_inactive)), C(severity) (C(blocker) or C(concern)), C(text) (the sentence in C(blockers) or
+      C(concerns)) and C(remedy) (what to do, fitted to the host - a kernel provided from elsewhere is not asked to
+      reboot with other settings).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"code": "no_module_tree", "severity": "blocker", "remedy": "the running kernel came from outside ...",
+            "text": "gdrdrv is not loaded, and the running kernel 6.18.44 has no module tree under /lib/modules ..."}]
+signing:
+  description: The running kernel's module signature policy and the gdrdrv it would load.
+  returned: always
+  type: dict
+  contains:
+    enforced:
+      description: The running kernel refuses unsigned modules.
+      type: bool
+    enforced_by:
+      description: What enforces it - C(module.sig_enforce=Y), C(CONFIG_MODULE_SIG_FORCE), C(lockdown=integrity) or
+        C(lockdown=confidentiality) (or the C(CONFIG_LOCK_DOWN_KERNEL_FORCE_*) that forces it).
+      type: list
+      elements: str
+    hash:
+      description: The running kernel's signing hash (C(CONFIG_MODULE_SIG_HASH)), from its installed config or
+        C(/proc/config.gz); empty when neither is readable.
+      type: str
+    efi:
+      description: The host booted through EFI (a Machine Owner Key can be enrolled only then).
+      type: bool
+    secure_boot:
+      description: Secure Boot is on (as in C(secure_boot.enabled)).
+      type: bool
+    lockdown:
+      description: The active lockdown mode, or empty.
+      type: str
+    gdrdrv:
+      description: The gdrdrv file of the running kernel - C(path), C(signer), C(sig_key), C(hash), C(ours) (signed by
+        I(mok_cert)), C(accepted) (true, false, or null when this host cannot tell - a signer that is not ours and
+        that C(/proc/keys) does not name) and C(why).
+      type: dict
 concerns:
   description:
     - The warnings - what works but is degraded or will break later (a narrow PCIe link, BAR1 nearly full, a kernel
@@ -190,6 +233,11 @@ kernel:
     running_installed:
       description: The running kernel has a module tree under C(/lib/modules) (gdrdrv can be installed for it).
       type: bool
+    running_config:
+      description: What the running kernel's config says about signatures - C(sig_force), C(sig_hash),
+        C(lockdown_force) (integrity, confidentiality or empty) and C(source) (C(/boot/config-<release>),
+        C(/proc/config.gz), or empty when neither is readable).
+      type: dict
     installed:
       description: One entry per installed kernel, oldest first, with C(release), C(headers) (bool),
         C(build_dir), C(sig_hash) (C(CONFIG_MODULE_SIG_HASH) or empty), C(sig_force) (C(CONFIG_MODULE_SIG_FORCE)),
@@ -269,11 +317,16 @@ nvidia:
       type: dict
 gpus:
   description:
-    - NVIDIA GPUs in nvidia-smi's order, then any only sysfs shows. Each has C(index), C(name), C(bus_id)
-      (nvidia-smi's form), C(pci) (sysfs form), C(driver_version), C(memory_total_mib), C(memory_used_mib),
-      C(bar1_total_mib), C(bar1_used_mib), C(bar1_used_pct) (C(nvidia-smi -q -d MEMORY), BAR1 Memory Usage),
-      C(numa_node) (-1 when the platform has none), C(link) (sysfs C(speed)/C(max_speed) in GT/s,
-      C(gen)/C(max_gen), C(width)/C(max_width)) and C(smi_link) (nvidia-smi's generation and width).
+    - NVIDIA GPUs in nvidia-smi's order, then any only sysfs shows, in one schema with the same types whether
+      nvidia-smi is there or not (what only nvidia-smi knows is null or empty without it). Each has C(index) (int),
+      C(name), C(uuid), C(bus_id) (sysfs form, C(0000:17:00.0)), C(driver_version), C(memory_total_mib),
+      C(memory_used_mib), C(bar1_total_mib) (nvidia-smi, else the size of the GPU's second PCI memory region),
+      C(bar1_used_mib), C(bar1_used_pct), C(numa_node) (-1 when the platform has none), C(cpu_affinity) (sysfs
+      C(local_cpulist)), C(link) (sysfs C(speed)/C(max_speed) in GT/s, C(gen)/C(max_gen), C(width)/C(max_width)),
+      C(fabric) (C(state) and C(status) of the GPU's fabric registration, from C(nvidia-smi -q); C(N/A) without
+      NVSwitch), C(nvlink) (C(active) and C(inactive) link counts from C(nvidia-smi nvlink -s), C(peers) - GPU name
+      to bonded NVLink count from C(nvidia-smi topo -m); asked only with two GPUs or more) and C(source)
+      (C(nvidia-smi) or C(sysfs)).
   returned: always
   type: list
   elements: dict

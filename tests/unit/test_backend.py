@@ -12,19 +12,19 @@ from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_fa
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_pipeline as PIPE
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_plan as PLAN
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_smoke as SMOKE
-from test_gdrcopy_info import H200, SMI, SMI_MEMORY, SMI_QUERY, FakeModule, captured, copy_capture, params
+from test_gdrcopy_info import H200, SMI, SMI_Q, SMI_QUERY, FakeModule, captured, copy_capture, params
 
 DISABLED = "module loading is disabled on this host (kernel.modules_disabled=1)"
 
 
 def h200_facts(tmp_path, cuda):
     """gdrcopy_info's facts of the captured H200, its driver reporting CUDA `cuda`."""
-    rc, memory, err = captured(H200 / "cmd" / "nvidia_smi_q_memory.txt")
+    rc, memory, err = captured(H200 / "cmd" / "nvidia_smi_q.txt")
     assert "CUDA Version                                           : 13.0\n" in memory
     memory = memory.replace("CUDA Version                                           : 13.0",
                             "CUDA Version                                           : " + cuda)
     m = FakeModule(tools={"nvidia-smi": SMI}, outputs={
-        SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"), SMI_MEMORY: (rc, memory, err)})
+        SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"), SMI_Q: (rc, memory, err)})
     root = copy_capture(H200 / "fs", tmp_path / ("h200-" + cuda))
     return gdrcopy_facts.gather(m, params(root), gdrcopy_facts.Host(m, root, live=True))
 
@@ -151,11 +151,11 @@ def record_dmabuf(root):
 
 
 def gather(tmp_path, cuda, record, smoke=""):
-    rc, memory, err = captured(H200 / "cmd" / "nvidia_smi_q_memory.txt")
+    rc, memory, err = captured(H200 / "cmd" / "nvidia_smi_q.txt")
     memory = memory.replace("CUDA Version                                           : 13.0",
                             "CUDA Version                                           : " + cuda)
     m = FakeModule(tools={"nvidia-smi": SMI}, outputs={
-        SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"), SMI_MEMORY: (rc, memory, err)})
+        SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"), SMI_Q: (rc, memory, err)})
     root = copy_capture(H200 / "fs", tmp_path / "root")
     if record:
         record_dmabuf(root)
@@ -183,8 +183,11 @@ def test_without_the_record_the_same_host_only_falls_back_to_dmabuf_with_a_warni
 def test_a_dmabuf_host_whose_driver_went_below_13_3_is_blocked_with_what_to_do(tmp_path):
     facts = gather(tmp_path, "13.0", record=True)
     assert facts["backend"]["active"] == "none"
-    assert ("gdrcopy_backend is dmabuf, but the DMA-BUF path cannot work here now: CUDA driver 13.0 < 13.3; run the "
-            "gdrcopy role again (gdrcopy_backend: gdrdrv or auto)") in facts["blockers"]
+    found = [f for f in facts["findings"] if f["code"] == "dmabuf_configured_unavailable"]
+    assert [f["text"] for f in found] == [
+        "gdrcopy_backend is dmabuf, but the DMA-BUF path cannot work here now: CUDA driver 13.0 < 13.3"]
+    assert found[0]["remedy"].startswith("run the gdrcopy role again with gdrcopy_backend: gdrdrv or auto")
+    assert found[0]["text"] in facts["blockers"]
 
 
 def test_the_smoke_check_of_a_dmabuf_host_opens_through_dmabuf(tmp_path):

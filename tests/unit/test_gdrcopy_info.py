@@ -21,7 +21,7 @@ DEVICE = REPO / "tests" / "fixtures" / "hosts" / "h200-device-gdrcopy-2.6-tests"
 SMI = "/usr/local/nvidia/bin/nvidia-smi"
 SMI_QUERY = (SMI, "--query-gpu=index,name,pci.bus_id,driver_version,memory.total,memory.used,pcie.link.gen.current,"
              "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max", "--format=csv")
-SMI_MEMORY = (SMI, "-q", "-d", "MEMORY")
+SMI_Q = (SMI, "-q")  # the whole -q: BAR1, the fabric state, the UUID
 
 
 class FakeModule:
@@ -70,25 +70,39 @@ def h200(tmp_path, host_fixture):
     root = copy_capture(H200 / "fs", tmp_path / "h200")
     m = FakeModule(tools={"nvidia-smi": SMI}, outputs={
         SMI_QUERY: captured(H200 / "cmd" / "nvidia_smi_query_csv.txt"),
-        SMI_MEMORY: captured(H200 / "cmd" / "nvidia_smi_q_memory.txt"),
+        SMI_Q: captured(H200 / "cmd" / "nvidia_smi_q.txt"),
     })
     return m, gdrcopy_facts.gather(m, params(root), gdrcopy_facts.Host(m, root, live=True))
 
 
 @pytest.mark.fault(5)
-def test_the_h200_capture_blocks_with_both_reasons(h200):
+def test_the_h200_capture_blocks_with_every_reason_at_once(h200):
+    """Module loading disabled is not the only thing in the way there: the kernel has no module tree, the host no
+    kmod tools, and signatures are enforced without EFI (no MOK can ever be enrolled); all are said, each with a
+    remedy for a kernel that is managed from elsewhere (no reboot with other settings), then the DMA-BUF verdict."""
     _, r = h200
     assert r["health"] == "red"
-    assert r["blockers"] == [
-        "module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot be loaded until reboot",
-        "the 2.6 DMA-BUF path cannot replace gdrdrv here: CUDA driver 13.0 < 13.3; no gdrcopy release installed or "
-        "pinned (2.6+ needed)",
-    ]
+    assert [f["code"] for f in r["findings"]] == [
+        "modules_disabled", "no_module_tree", "no_kmod_tools", "sig_enforced_no_efi", "dmabuf_unavailable"]
+    assert r["blockers"] == [f["text"] for f in r["findings"]]
+    assert r["blockers"][0] == ("module loading is disabled on this host (kernel.modules_disabled=1): gdrdrv cannot "
+                                "be loaded until reboot")
+    assert r["blockers"][3] == (
+        "module signatures are enforced on 6.18.44-fc-v657-gpu (module.sig_enforce=Y) and the host has no EFI: no "
+        "Machine Owner Key can be enrolled, so only a key built into that kernel can sign gdrdrv")
+    assert r["blockers"][4] == ("the 2.6 DMA-BUF path cannot replace gdrdrv here: CUDA driver 13.0 < 13.3; no gdrcopy "
+                                "release installed or pinned (2.6+ needed)")
+    remedy = dict((f["code"], f["remedy"]) for f in r["findings"])
+    assert "reboot" not in remedy["modules_disabled"] and "whoever provides it" in remedy["modules_disabled"]
     assert r["concerns"] == []
     assert r["backend"]["active"] == "none"
     assert r["backend"]["dmabuf"] == {"available": False, "reason": (
         "CUDA driver 13.0 < 13.3; no gdrcopy release installed or pinned (2.6+ needed)")}
     assert r["backend"]["reason"].startswith("module loading is disabled")
+    assert r["signing"] == {"enforced": True, "enforced_by": ["module.sig_enforce=Y"], "hash": "", "efi": False,
+                            "secure_boot": False, "lockdown": "",
+                            "gdrdrv": {"path": "", "signer": "", "sig_key": "", "hash": "", "ours": None,
+                                       "accepted": None, "why": "no gdrdrv installed for the running kernel"}}
 
 
 def test_the_h200_capture_kernel_and_driver(h200):
@@ -113,18 +127,22 @@ def test_the_h200_capture_kernel_and_driver(h200):
                             "tests": {"sanity": "", "copybw": "", "copylat": ""}}
     assert r["builds"] == {} and r["installs"] == {}
     assert r["tools"]["nvidia-smi"] == SMI and r["tools"]["modinfo"] == ""
-    assert m.calls == [SMI_QUERY, SMI_MEMORY]
+    assert m.calls == [SMI_QUERY, SMI_Q]
+
+
+H200_GPU = {
+    "index": 0, "name": "NVIDIA H200", "uuid": "GPU-415d7dc8-b97f-1844-0c94-2a13c0db575d", "bus_id": "0000:00:06.0",
+    "driver_version": "580.159.04", "memory_total_mib": 143771, "memory_used_mib": 0,
+    "bar1_total_mib": 262144, "bar1_used_mib": 1, "bar1_used_pct": 0, "numa_node": -1, "cpu_affinity": "0-15",
+    "link": {"speed": 32.0, "max_speed": 32.0, "gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+    "fabric": {"state": "N/A", "status": "N/A"}, "nvlink": {"active": 0, "inactive": 0, "peers": {}},
+    "source": "nvidia-smi",
+}
 
 
 def test_the_h200_capture_gpu(h200):
     _, r = h200
-    assert r["gpus"] == [{
-        "index": 0, "name": "NVIDIA H200", "bus_id": "00000000:00:06.0", "pci": "0000:00:06.0",
-        "driver_version": "580.159.04", "memory_total_mib": 143771, "memory_used_mib": 0,
-        "bar1_total_mib": 262144, "bar1_used_mib": 1, "bar1_used_pct": 0, "numa_node": -1,
-        "link": {"speed": 32.0, "max_speed": 32.0, "gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
-        "smi_link": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
-    }]
+    assert r["gpus"] == [H200_GPU]
 
 
 def test_the_h200_capture_rdma_and_peermem(h200):
@@ -147,11 +165,11 @@ def test_without_nvidia_smi_the_gpu_comes_from_sysfs_and_procfs(tmp_path, host_f
     m = FakeModule()
     r = gdrcopy_facts.gather(m, params(root), gdrcopy_facts.Host(m, root, live=True))
     gpu = r["gpus"][0]
-    assert (gpu["name"], gpu["bus_id"], gpu["index"], gpu["bar1_total_mib"]) == ("NVIDIA H200", "0000:00:06.0", "0",
-                                                                                 None)
-    assert gpu["link"]["width"] == 16
+    # the same schema and types as with nvidia-smi: what only nvidia-smi knows is None or ''
+    assert gpu == dict(H200_GPU, memory_total_mib=None, memory_used_mib=None, bar1_used_mib=None, bar1_used_pct=None,
+                       fabric={"state": "", "status": ""}, source="sysfs")
     assert r["cuda"]["driver_version"] == ""
-    assert "CUDA driver version unknown (nvidia-smi gave none; 13.3+ needed)" in r["blockers"][1]
+    assert "CUDA driver version unknown (nvidia-smi gave none; 13.3+ needed)" in r["blockers"][-1]
     assert m.calls == []
 
 
@@ -179,7 +197,7 @@ def device_root(tmp_path):
 
 def device_module(extra_outputs=None):
     outputs = {SMI_QUERY: captured(DEVICE / "cmd" / "nvidia_smi_query_csv.txt"),
-               SMI_MEMORY: captured(DEVICE / "cmd" / "nvidia_smi_q_memory.txt")}
+               SMI_Q: captured(DEVICE / "cmd" / "nvidia_smi_q_memory.txt")}
     outputs.update(extra_outputs or {})
     return FakeModule(tools={"nvidia-smi": SMI, "timeout": "/usr/bin/timeout"}, outputs=outputs)
 
@@ -310,7 +328,7 @@ def working_root(tmp_path):
 
 
 def working_module(root):
-    tools = {"modinfo": "/usr/sbin/modinfo", "ldconfig": "/usr/sbin/ldconfig", "mokutil": "/usr/bin/mokutil",
+    tools = {"modprobe": "/usr/sbin/modprobe", "modinfo": "/usr/sbin/modinfo", "ldconfig": "/usr/sbin/ldconfig", "mokutil": "/usr/bin/mokutil",
              "openssl": "/usr/bin/openssl", "nvidia-smi": SMI}
     ko = os.path.join(root, f"lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko")
     cert = os.path.join(root, "var/lib/gdrcopy-ansible/mok/mok.der")
@@ -334,7 +352,7 @@ def working_module(root):
         ("/usr/bin/openssl", "x509", "-inform", "DER", "-in", cert, "-noout", "-serial", "-subject"): (
             0, "serial=513A0F9912\nsubject=CN = gdrcopy-ansible module signing key\n", ""),
         SMI_QUERY: (0, query, ""),
-        SMI_MEMORY: (0, memory, ""),
+        SMI_Q: (0, memory, ""),
     })
 
 
@@ -363,15 +381,23 @@ def test_a_working_host_with_signed_modules_secure_boot_and_rdma(working_root):
     assert r["peermem"]["ib_core"]["builtin"] is False and r["peermem"]["ib_core"]["version"] == "24.10-1.1.4"
     assert r["rdma"] == [{"name": "mlx5_0", "pci": "", "numa_node": 0, "ports": [
         {"port": "1", "state": "4: ACTIVE", "link_layer": "InfiniBand", "rate": "400 Gb/sec (4X NDR)"}]}]
-    assert r["numa_mismatches"] == [{"gpu": "GPU 1 (00000000:98:00.0)", "numa_node": 1, "rdma": "mlx5_0: node 0"}]
+    assert r["numa_mismatches"] == [{"gpu": "GPU 1 (0000:98:00.0)", "numa_node": 1, "rdma": "mlx5_0: node 0"}]
     assert r["gpus"][0]["bar1_used_pct"] == 93
     assert r["concerns"] == [
         "BAR1 of GPU 0 is 93% used (122000 of 131072 MiB): gdrcopy cannot pin more GPU memory once it is full",
-        "GPU 1 (00000000:98:00.0) runs its PCIe link at x8 of x16",
-        "GPU 1 (00000000:98:00.0) is on NUMA node 1 but no RDMA device is (mlx5_0: node 0): GPUDirect RDMA traffic "
+        "GPU 1 (0000:98:00.0) runs its PCIe link at x8 of x16",
+        "GPU 1 (0000:98:00.0) is on NUMA node 1 but no RDMA device is (mlx5_0: node 0): GPUDirect RDMA traffic "
         "crosses the CPU interconnect",
     ]
+    assert [f["code"] for f in r["findings"]] == ["bar1_full", "pcie_link_narrow", "numa_no_rdma"]
     assert r["health"] == "amber"
+    # the running kernel enforces signatures (sig_enforce, lockdown) and accepts gdrdrv: our key is enrolled
+    assert r["signing"] == {
+        "enforced": True, "enforced_by": ["module.sig_enforce=Y", "lockdown=integrity"], "hash": "sha256",
+        "efi": True, "secure_boot": True, "lockdown": "integrity",
+        "gdrdrv": {"path": f"/lib/modules/{KERNEL}/updates/gdrcopy/gdrdrv.ko",
+                   "signer": "gdrcopy-ansible module signing key", "sig_key": "51:3A:0F:99:12", "hash": "sha256",
+                   "ours": True, "accepted": True, "why": "signed by our key, which is enrolled"}}
 
 
 def test_unloading_gdrdrv_turns_a_working_host_red(working_root):
@@ -415,8 +441,9 @@ def test_a_blocked_signing_key_is_a_blocker(working_root):
     r = gdrcopy_facts.gather(m, params(working_root, mok_cert="/var/lib/gdrcopy-ansible/mok/mok.der"),
                             gdrcopy_facts.Host(m, working_root, live=True))
     assert r["secure_boot"]["mok"]["state"] == "blocked"
-    assert any("/var/lib/gdrcopy-ansible/mok/mok.der is blocked by the firmware or MOK denylist" in b
-               and "sign with another key" in b for b in r["blockers"]), r["blockers"]
+    assert any("/var/lib/gdrcopy-ansible/mok/mok.der is blocked by the firmware or MOK denylist" in f["text"]
+               and "sign with another one" in f["remedy"] and f["code"] == "key_blocked" for f in r["findings"])
+    assert r["signing"]["gdrdrv"]["accepted"] is False
     assert r["health"] == "red"
 
 
@@ -548,6 +575,12 @@ def test_every_returned_key_is_documented(h200, tmp_path, host_fixture):
     m = FakeModule()
     r = gdrcopy_facts.gather(m, params(root, converged_inputs={}), gdrcopy_facts.Host(m, root, live=True))
     assert set(r) - {"tests"} == documented
+    # and one level down: a dict documented with contains has exactly those keys (no bogus key from broken YAML)
+    doc = yaml.safe_load(gdrcopy_info.RETURN)
+    for key, entry in doc.items():
+        if "contains" in entry and isinstance(r.get(key), dict):
+            always = set(k for k, sub in entry["contains"].items() if "returned" not in sub)
+            assert always <= set(r[key]) <= set(entry["contains"]), key
 
 
 def test_ansible_doc_renders_the_module():

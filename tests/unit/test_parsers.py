@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_verdict as V
 
 H200 = "hosts/h200-vm-modules-disabled"
 
@@ -348,23 +349,46 @@ def test_choose_backend():
 
 
 def gpu(index, numa, width=16, bar1=(1, 262144)):
-    return {"index": index, "bus_id": "00000000:%02x:00.0" % (index + 0x17), "numa_node": numa,
+    return {"index": index, "bus_id": "0000:%02x:00.0" % (index + 0x17), "numa_node": numa,
             "link": {"width": width, "max_width": 16}, "bar1_used_mib": bar1[0], "bar1_total_mib": bar1[1],
             "bar1_used_pct": int(round(100.0 * bar1[0] / bar1[1]))}
 
 
+def texts(found):
+    return [f["text"] for f in found]
+
+
 def test_gpu_findings_thresholds():
-    assert P.gpu_findings([gpu(0, 0)], []) == []
-    assert P.gpu_findings([gpu(0, -1, width=8)], []) == ["GPU 0 (00000000:17:00.0) runs its PCIe link at x8 of x16"]
-    assert P.gpu_findings([gpu(0, -1, bar1=(89, 100))], []) == []
-    assert P.gpu_findings([gpu(0, -1, bar1=(90, 100))], []) == [
-        "BAR1 of GPU 0 is 90% used (90 of 100 MiB): gdrcopy cannot pin more GPU memory once it is full"]
+    assert V.gpu_findings([gpu(0, 0)], []) == []
+    assert texts(V.gpu_findings([gpu(0, -1, width=8)], [])) == ["GPU 0 (0000:17:00.0) runs its PCIe link at x8 of x16"]
+    assert V.gpu_findings([gpu(0, -1, bar1=(89, 100))], []) == []
+    assert V.gpu_findings([gpu(0, -1, bar1=(90, 100))], []) == [{
+        "code": "bar1_full", "severity": "concern", "remedy": V.CODES["bar1_full"][2],
+        "text": "BAR1 of GPU 0 is 90% used (90 of 100 MiB): gdrcopy cannot pin more GPU memory once it is full"}]
+
+
+@pytest.mark.parametrize("state, status, blocked", [
+    ("N/A", "N/A", False),                 # no NVSwitch (PCIe GPUs, the H100 and H200 device machines)
+    ("Completed", "Success", False),       # the fabric manager registered the GPU
+    ("In Progress", "N/A", True),          # still registering, or the fabric manager is not running
+    ("Not Started", "N/A", True),
+    ("Completed", "Failure", True),
+])
+def test_a_gpu_fabric_that_is_not_registered_blocks(state, status, blocked):
+    found = V.gpu_findings([dict(gpu(0, 0), fabric={"state": state, "status": status})], [])
+    assert [f["code"] for f in found] == (["fabric_manager_inactive"] if blocked else [])
+    assert all(f["severity"] == "blocker" for f in found)
+
+
+def test_inactive_nvlinks_are_a_concern():
+    g = dict(gpu(0, 0), nvlink={"active": 16, "inactive": 2, "peers": {"GPU1": 18}})
+    assert texts(V.gpu_findings([g], [])) == ["GPU 0 (0000:17:00.0) has 2 of 18 NVLinks inactive"]
 
 
 def test_numa_mismatches():
     nics = [{"name": "mlx5_0", "numa_node": 0}, {"name": "mlx5_1", "numa_node": 0}]
     assert P.numa_mismatches([gpu(0, 0), gpu(1, 1)], nics) == [
-        {"gpu": "GPU 1 (00000000:18:00.0)", "numa_node": 1, "rdma": "mlx5_0: node 0, mlx5_1: node 0"}]
+        {"gpu": "GPU 1 (0000:18:00.0)", "numa_node": 1, "rdma": "mlx5_0: node 0, mlx5_1: node 0"}]
     assert P.numa_mismatches([gpu(0, 1)], []) == []  # no NIC: nothing to match
     assert P.numa_mismatches([gpu(0, -1)], nics) == []  # GPU node unknown
     assert P.numa_mismatches([gpu(0, 1)], [{"name": "mlx5_0", "numa_node": -1}]) == []
@@ -376,12 +400,12 @@ def peermem(nvidia_peermem=False, nv_peer_mem=False, api=None):
 
 
 def test_peermem_findings():
-    assert P.peermem_findings(peermem(nvidia_peermem=True, api=True)) == []
-    assert P.peermem_findings(peermem(api=True)) == [
+    assert V.peermem_findings(peermem(nvidia_peermem=True, api=True)) == []
+    assert texts(V.peermem_findings(peermem(api=True))) == [
         "nvidia-peermem is not loaded: RDMA NICs cannot register GPU memory (gdrcopy itself does not need it)"]
-    assert "no peer-memory API (inbox RDMA stack)" in P.peermem_findings(peermem(api=False))[0]
-    assert "deprecated nv_peer_mem" in P.peermem_findings(peermem(nv_peer_mem=True, api=True))[0]
-    assert P.peermem_findings(dict(peermem(api=False), rdma=[])) == []  # no RDMA device: nothing to say
+    assert "no peer-memory API (inbox RDMA stack)" in texts(V.peermem_findings(peermem(api=False)))[0]
+    assert "deprecated nv_peer_mem" in texts(V.peermem_findings(peermem(nv_peer_mem=True, api=True)))[0]
+    assert V.peermem_findings(dict(peermem(api=False), rdma=[])) == []  # no RDMA device: nothing to say
 
 
 # --- gdrcopy's own test programs -------------------------------------------------------------------------------
@@ -520,7 +544,7 @@ def test_mountinfo_of_a_host_has_its_root_and_a_chroots_has_none():
                                                ("0661", True)])
 def test_a_device_node_any_local_user_can_open_is_a_concern(mode, open_to_all):
     """Before: only o+w counted, so a world-readable 0644 node (gdrdrv's ioctls need no write access) read green."""
-    concern = P.device_access_concern(mode)
+    concern = V.device_access_concern(mode)
     assert bool(concern) is open_to_all
     if open_to_all:
         assert concern.startswith("/dev/gdrdrv gives every local user access (mode %s)" % mode)

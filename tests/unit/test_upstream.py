@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_facts as F
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_parsers as P
+from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_verdict as V
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_plan as PLAN
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_upstream as U
 from test_gdrcopy_info import FakeModule
@@ -84,7 +85,7 @@ def test_a_host_without_it_has_nothing_found(tmp_path):
 
 def test_it_is_a_concern_and_two_gdrdrv_builds_for_one_kernel_are_another(upstream_host):
     facts = read(upstream_host)
-    found = P.upstream_findings(facts)
+    found = [f["text"] for f in V.upstream_findings(facts)]
     assert found[0].startswith("upstream's gdrcopy install is on this host (gdrdrv-dkms 2.4.4, libgdrapi 2.4.4, "
                                "DKMS gdrdrv/2.4.4 (%s, %s), /etc/init.d/gdrdrv," % (K1, K2))
     assert found[1] == ("kernel %s has 2 gdrdrv builds installed (/lib/modules/%s/updates/dkms/gdrdrv.ko, "
