@@ -14,7 +14,7 @@ SCENARIOS_ALL := default secureboot lifecycle image
 # The scenarios of SCENARIOS that `make test` runs beside the others, from the moment the VM image is there.
 SCENARIOS_BESIDE ?= lifecycle
 
-.PHONY: help setup setup-vm test test-all lint unit coverage collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host
+.PHONY: help setup setup-vm test test-all lint unit coverage collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host bench-report
 
 help:
 	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
@@ -124,7 +124,10 @@ bench-fleet: setup-vm
 bench-host: setup-vm
 	python3 benchmarks/host.py $(BENCH_ARGS)
 
-bench: bench-host bench-fleet
+bench-report: setup
+	python3 benchmarks/report.py $(BENCH_ARGS)
+
+bench: bench-host bench-fleet bench-report
 
 ## The main job against a throwaway VM.
 demo: setup-vm

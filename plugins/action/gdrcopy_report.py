@@ -34,7 +34,7 @@ class ActionModule(ActionBase):
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         dest = os.path.expanduser(args["dest"])
-        report = R.build_report(args["hosts"], args["title"], time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+        report = R.build_report(args["hosts"], args["title"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         content = dict(report)
         content.pop("generated")
         changed = R.previous_content(dest) != json.loads(json.dumps(content))
@@ -45,6 +45,7 @@ class ActionModule(ActionBase):
             except (IOError, OSError) as err:
                 result.update(failed=True, msg="cannot write the report into %s: %s" % (dest, err))
                 return result
-        red = dict((r["host"], r["blockers"][0]) for r in report["hosts"] if r["health"] == "red")
-        result.update(changed=changed, files=paths, summary=report["summary"], red_hosts=red)
+        red = dict((r["host"], r["findings"][0]["text"]) for r in report["hosts"] if r["health"] == "red")
+        result.update(changed=changed, files=paths, written=not self._task.check_mode, summary=report["summary"],
+                      red_hosts=red, causes=report["causes"])
         return result

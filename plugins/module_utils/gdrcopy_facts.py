@@ -888,6 +888,16 @@ def awaiting_signature(h, kernels):
     return out
 
 
+def last_verify(h):
+    """The tests and the smoke check of the last verified run ({tests, smoke}, from its record), or {}: what the
+    status report shows for a host that this run did not verify, so that a status run alone says what site.yml
+    said."""
+    record = read_json_object(h, C.RECORD_PATH) or {}
+    if not isinstance(record.get("verify"), dict):
+        return {}
+    return {"tests": record["verify"], "smoke": record.get("smoke") if isinstance(record.get("smoke"), dict) else {}}
+
+
 def signed_file(path):
     """Whether a module file ends with an appended signature (the controller signed the build: it waits for an
     install, as in a key rotation that holds the installed module, not for a signature)."""
@@ -1007,6 +1017,7 @@ def gather(module, params, host=None):
         "tools": dict((t, h.tool(t)) for t in TOOLS),
         "kernel_hook": kernel_hook_facts(h),
         "awaiting_signature": awaiting_signature(h, kernels),
+        "last_verify": last_verify(h),
         "groups": dict((g, g in P.parse_group_names(h.read("/etc/group") or "")) for g in params.get("groups") or []),
         "packages": package_facts(h, params.get("packages") or []),
         "upstream": upstream_facts(h, kernels["installed"]),

@@ -120,6 +120,9 @@ CODES = {
     "reload_pending": ("concern", "gdrdrv reload pending", "stop what holds /dev/gdrdrv, or reboot"),
     "mok_enrollment_pending": ("concern", "MOK enrollment pending",
                                "confirm it at the console (MokManager) during the next boot"),
+    # --- a saved gdrcopy_info result from before the codes: its sentences, unclassified -------------------------
+    "other_blocker": ("blocker", "other blocker", "read the sentence; run playbooks/status.yml for a coded verdict"),
+    "other_concern": ("concern", "other concern", "read the sentence; run playbooks/status.yml for a coded verdict"),
 }
 SEVERITIES = ("blocker", "concern")
 

@@ -182,6 +182,12 @@ findings:
   elements: dict
   sample: [{"code": "no_module_tree", "severity": "blocker", "remedy": "the running kernel came from outside ...",
             "text": "gdrdrv is not loaded, and the running kernel 6.18.44 has no module tree under /lib/modules ..."}]
+last_verify:
+  description: The C(tests) and the C(smoke) check of the last verified run, from its record (empty without one) -
+    what the status report shows for a host that the run did not verify, so that C(playbooks/status.yml) alone says
+    what C(site.yml) said.
+  returned: always
+  type: dict
 signing:
   description: The running kernel's module signature policy and the gdrdrv it would load.
   returned: always
@@ -302,7 +308,10 @@ nvidia:
       description: Driver version, from the loaded module, else from the installed module (modinfo), else empty.
       type: str
     flavor:
-      description: C(open) or C(proprietary) (the kernel module's license), or empty when unknown.
+      description: C(open) or C(proprietary), or empty when unknown - for the loaded driver from the banner of
+        C(/proc/driver/nvidia/version) (the open module calls itself C(Open Kernel Module)), else from the installed
+        module's C(MODULE_LICENSE) through modinfo (the open modules are GPL-compatible, C(Dual MIT/GPL); the
+        proprietary one is C(NVIDIA)).
       type: str
     version_source:
       description: Where the version came from (C(/sys/module/nvidia/version), C(modinfo), ...).

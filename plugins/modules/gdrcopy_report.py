@@ -13,9 +13,11 @@ module: gdrcopy_report
 short_description: Write the gdrcopy fleet report (Markdown, a self-contained HTML page and JSON)
 description:
   - An action plugin, so it runs on the controller only, whatever host the task names (nothing reaches a host). Takes what C(gdrcopy_info) and the verify step
-    found on every host and writes one report in three forms into I(dest) - C(gdrcopy-report.md),
-    C(gdrcopy-report.html) (no external assets; one row per host, green/amber/red, blockers spelled out) and
-    C(gdrcopy-report.json) (machine-readable).
+    found on every host and writes one report in three forms into I(dest) - C(gdrcopy-report.md) (fits 120
+    columns), C(gdrcopy-report.html) (one page, nothing fetched - the hosts grouped by cause with what to do, a
+    filter box and health toggles, then one row per host) and C(gdrcopy-report.json) (for programs - a
+    C(schema_version), ISO 8601 time, finding codes and structured details, valid against
+    docs/report.schema.json).
   - A host's health is C(gdrcopy_info)'s, turned red when its smoke check or C(gdrcopy_sanity) failed, or when no
     data came back from it.
   - The files are rewritten on every run (their time stamp is the run's); C(changed) is true only when what they
@@ -65,9 +67,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: Path of each form written (C(markdown), C(html), C(json)).
+  description: Path of each form (C(markdown), C(html), C(json)); written only when C(written).
   returned: always
   type: dict
+written:
+  description: The files were written (false in check mode).
+  returned: always
+  type: bool
 summary:
   description: How many hosts are C(green), C(amber) and C(red), and C(hosts) in all.
   returned: always
@@ -77,4 +83,12 @@ red_hosts:
   description: The hosts reported red, with their first blocker.
   returned: always
   type: dict
+causes:
+  description: The hosts grouped by finding code, blockers first, then by host count - C(code), C(severity),
+    C(title), C(remedy), C(count) and C(hosts), as in the JSON file.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"code": "modules_disabled", "severity": "blocker", "title": "module loading disabled", "count": 34,
+            "hosts": ["gpu-001", "..."], "remedy": "..."}]
 """

@@ -226,10 +226,12 @@ ARGUMENT_SPEC = dict(
 NOT_CHECKED = {"ran": False, "method": "none", "passed": False, "msg": "not checked in this run"}
 
 
-def record_text(facts, inputs, tests):
+def record_text(facts, inputs, tests, smoke):
+    """The record of a verified state, with the tests and the smoke check that verified it (the status report of
+    a later run shows them as this run's: gdrcopy_info's last_verify)."""
     state = facts["converged"]["state"]
-    return json.dumps({"version": state["version"], "inputs": inputs, "state": state, "verify": tests},
-                      indent=4, sort_keys=True) + "\n"
+    return json.dumps({"version": state["version"], "inputs": inputs, "state": state, "verify": tests,
+                       "smoke": smoke}, indent=4, sort_keys=True) + "\n"
 
 
 def verify(module, params, host=None):
@@ -250,7 +252,7 @@ def verify(module, params, host=None):
                   record_written=False, changed=False)
     if params["write_record"] and params.get("inputs") is not None and not result["problems"] \
             and not facts["blockers"]:
-        path, text = h.path(C.RECORD_PATH), record_text(facts, params["inputs"], tests)
+        path, text = h.path(C.RECORD_PATH), record_text(facts, params["inputs"], tests, smoke)
         changed = ensure(module, path, to_bytes(text), 0o600, module.check_mode)  # temporary file and rename
         result["record_written"] = result["changed"] = changed
         if changed and module._diff:

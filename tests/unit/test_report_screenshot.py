@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.gpufleet.gdrcopy.plugins.module_utils import gdrcopy_report as R
 from conftest import need
 from test_gdrcopy_info import working_root  # noqa: F401  (fixture used by fleet)
-from test_report import fleet, report  # noqa: F401  (fixtures)
+from test_report import fleet, fleet500, report  # noqa: F401  (fixtures)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH, HEIGHT = 1400, 1000
@@ -71,3 +71,65 @@ def test_the_html_report_renders_in_headless_chromium(tmp_path, report):  # noqa
     assert sum(p != background for p in pixels) > 0.05 * len(pixels), "the screenshot is (nearly) blank"
     for health, color in PILLS.items():
         assert sum(p == color for p in pixels) > 100, "no %s health pill drawn" % health
+
+
+# --- the page at work: 500 hosts in headless Chromium ----------------------------------------------------------------
+
+# A test-only page that opens the report in a frame, reads its layout, types into its filter box, clicks its green
+# toggle, and writes what it saw into itself; Chromium prints that DOM (--dump-dom).
+PROBE = """<!DOCTYPE html><html><body style="margin:0"><iframe id="f" src="%s" style="width:%dpx;height:%dpx;border:0">
+</iframe><pre id="out"></pre><script>
+var f=document.getElementById('f');
+f.onload=function(){var d=f.contentDocument,w=f.contentWindow,out={};
+var nav=w.performance.getEntriesByType('navigation')[0];out.load_ms=nav.domContentLoadedEventEnd-nav.startTime;
+out.loaded_ms=w.performance.now();
+out.viewport=w.innerHeight;
+out.causes=[].map.call(d.querySelectorAll('#causes tbody tr'),function(r){return {bottom:r.getBoundingClientRect().bottom,
+text:r.textContent};});
+function visible(){return [].filter.call(d.querySelectorAll('#hosts tbody tr'),function(r){
+return !r.classList.contains('hidden');}).length;}
+out.rows=d.querySelectorAll('#hosts tbody tr').length;out.visible=visible();
+var q=d.getElementById('filter');q.value='%s';q.dispatchEvent(new Event('input'));out.filtered=visible();
+q.value='';q.dispatchEvent(new Event('input'));
+d.querySelector('.bar input[value=green]').click();out.without_green=visible();
+out.shown=d.getElementById('shown').textContent;
+document.getElementById('out').textContent=JSON.stringify(out);};
+</script></body></html>"""
+
+
+def probe(tmp_path, report_html, words, virtual_time=True):
+    """What the page showed (PROBE's out). virtual_time: let Chromium run the page on virtual time (a steady test);
+    the benchmark (benchmarks/report.py) measures real time."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    page = tmp_path / "gdrcopy-report.html"
+    page.write_text(report_html)
+    wrapper = tmp_path / "probe.html"
+    wrapper.write_text(PROBE % (page.name, WIDTH, HEIGHT, words))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run", "--disable-sync", "--allow-file-access-from-files",
+           "--user-data-dir=%s" % (tmp_path / "profile-probe"), "--window-size=%d,%d" % (WIDTH, HEIGHT + 200),
+           "--dump-dom", wrapper.as_uri()]
+    if virtual_time:
+        cmd[-2:-2] = ["--virtual-time-budget=10000"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    import html as H
+    import json
+    import re
+    m = re.search(r'<pre id="out">(.*?)</pre>', r.stdout, re.S)
+    assert m and m.group(1), r.stdout[-2000:] + r.stderr[-2000:]
+    return json.loads(H.unescape(m.group(1)))
+
+
+def test_500_hosts_first_screen_names_every_cause_and_the_filter_works(tmp_path, fleet500):  # noqa: F811
+    need(CHROMIUM, "headless Chromium is not installed (Debian package chromium; make setup-vm installs it)")
+    report = R.build_report(fleet500, "500 nodes", "2026-12-07T16:00:00Z")
+    seen = probe(tmp_path, R.render_html(report), "gpu-00")
+    assert seen["rows"] == seen["visible"] == 500
+    # every distinct cause is within the first screen, with its host count
+    assert len(seen["causes"]) == len(report["causes"])
+    assert all(c["bottom"] <= seen["viewport"] for c in seen["causes"]), (seen["viewport"], seen["causes"][-1])
+    for cause, row in zip(report["causes"], seen["causes"]):
+        assert "%d host" % cause["count"] in row["text"] and cause["code"] in row["text"]
+    assert seen["filtered"] == 9  # gpu-001 .. gpu-009
+    green = report["summary"]["green"]
+    assert seen["without_green"] == 500 - green and seen["shown"] == "%d of 500 hosts shown" % (500 - green)
