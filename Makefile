@@ -85,12 +85,14 @@ unit: setup
 	@$(MAKE) --no-print-directory coverage
 
 # Line coverage of the decision code that moved from YAML into modules (the build pipeline that the kernel hook
-# shares, the load chain, the plan, the verification, the signing key, the files, nvidia-peermem) and of those
+# shares, the load chain, the plan, the verification, the signing key, the files, nvidia-peermem, the status
+# verdict and the fleet report) and of those
 # modules, by their own tests: below 90 % fails.
 COVERED = $(subst $(space),$(comma),$(addprefix */plugins/,module_utils/gdrcopy_pipeline.py modules/gdrcopy_build.py \
 	module_utils/gdrcopy_load.py modules/gdrcopy_load.py module_utils/gdrcopy_plan.py modules/gdrcopy_verify.py \
 	module_utils/gdrcopy_mok.py modules/gdrcopy_mok.py module_utils/gdrcopy_fileops.py modules/gdrcopy_files.py \
-	module_utils/gdrcopy_peermem.py modules/gdrcopy_peermem.py module_utils/gdrcopy_fleet.py module_utils/gdrcopy_uninstall.py))
+	module_utils/gdrcopy_peermem.py modules/gdrcopy_peermem.py module_utils/gdrcopy_fleet.py module_utils/gdrcopy_uninstall.py \
+	module_utils/gdrcopy_verdict.py module_utils/gdrcopy_report.py))
 space := $(subst ,, )
 comma := ,
 coverage: setup
@@ -99,7 +101,8 @@ coverage: setup
 	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py tests/unit/test_load_module.py \
 	  tests/unit/test_plan.py tests/unit/test_verify_module.py tests/unit/test_mok_module.py \
 	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py tests/unit/test_uninstall.py tests/unit/test_rollout.py \
-	  tests/unit/test_controller_signing.py tests/unit/test_backend.py
+	  tests/unit/test_controller_signing.py tests/unit/test_backend.py tests/unit/test_gdrcopy_info.py \
+	  tests/unit/test_parsers.py tests/unit/test_gpu_schema.py tests/unit/test_report.py tests/unit/test_upstream.py
 	coverage report --data-file=.cache/coverage --show-missing --fail-under=90
 
 # The artifact: built, installed into an empty collections path and run from outside the checkout

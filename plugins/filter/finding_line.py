@@ -11,8 +11,9 @@ DOCUMENTATION = r"""
 name: finding_line
 short_description: One line for a gdrcopy_info finding, for a person at a console
 description:
-  - Takes one finding of C(gdrcopy_info)'s C(findings) (C(code), C(severity), C(text), C(remedy)) and gives
-    C(<severity> <code>: <text> -> <remedy>), the line C(playbooks/status.yml) shows per finding.
+  - Takes one finding of C(gdrcopy_info)'s C(findings) (C(code), C(severity), C(text), C(remedy)) and gives the
+    line C(playbooks/status.yml) shows per finding - the severity, the code, a colon, the sentence, an arrow and
+    the remedy.
 version_added: "0.4.0"
 author: gdrcopy-ansible contributors (@gpufleet)
 options:

@@ -310,3 +310,12 @@ def test_a_module_that_starts_on_the_host_ships_no_controller_validation(module)
     shipped = _shipped(module)
     assert "gdrcopy_inputs" not in shipped, sorted(shipped)
     assert "gdrcopy_report" not in shipped and "gdrcopy_plan" not in shipped, sorted(shipped)
+
+
+def test_a_finding_is_one_console_line_and_anything_else_one_clear_error():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.finding_line import finding_line
+    found = {"code": "no_module_tree", "severity": "blocker", "text": "no module tree", "remedy": "ship it"}
+    assert finding_line(found) == "blocker no_module_tree: no module tree -> ship it"
+    with pytest.raises(AnsibleFilterError, match="finding_line takes a finding of gdrcopy_info"):
+        finding_line("module loading is disabled")
