@@ -53,15 +53,16 @@ def paeth(a, b, c):
 
 # `make lint` and `make unit` need no browser; `make test` installs Chromium (make setup-vm), and there a missing
 # browser fails this test (conftest.need).
-def test_the_html_report_renders_in_headless_chromium(tmp_path, report):  # noqa: F811
-    need(CHROMIUM, "headless Chromium is not installed (Debian package chromium; make setup-vm installs it)")
+def screenshot(tmp_path, page_html, fragment=""):
+    """A WIDTHxHEIGHT screenshot of the page (with a #fragment: the filter it sets) -> rows of RGB pixels."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     page = tmp_path / "gdrcopy-report.html"
-    page.write_text(R.render_html(report))
+    page.write_text(page_html)
     shot = tmp_path / "report.png"
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--no-first-run", "--disable-sync", "--hide-scrollbars",
            "--user-data-dir=%s" % (tmp_path / "profile"), "--window-size=%d,%d" % (WIDTH, HEIGHT),
-           "--screenshot=%s" % shot, page.as_uri()]
+           "--screenshot=%s" % shot, page.as_uri() + fragment]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert shot.exists(), r.stdout + r.stderr
     width, height, rows = png_pixels(shot.read_bytes())
@@ -69,8 +70,28 @@ def test_the_html_report_renders_in_headless_chromium(tmp_path, report):  # noqa
     pixels = [p for row in rows for p in row]
     background = max(set(pixels[:: 97]), key=pixels[:: 97].count)
     assert sum(p != background for p in pixels) > 0.05 * len(pixels), "the screenshot is (nearly) blank"
+    return rows
+
+
+def test_the_html_report_renders_in_headless_chromium(tmp_path, report):  # noqa: F811
+    need(CHROMIUM, "headless Chromium is not installed (Debian package chromium; make setup-vm installs it)")
+    pixels = [p for row in screenshot(tmp_path, R.render_html(report)) for p in row]
     for health, color in PILLS.items():
         assert sum(p == color for p in pixels) > 100, "no %s health pill drawn" % health
+
+
+def test_the_first_screen_of_500_hosts_is_the_causes_and_a_filtered_one_its_hosts(tmp_path, fleet500):  # noqa: F811
+    """The first screen of a 500-host page: the causes (blocker pills, then concern pills) fill its top; filtered to
+    one cause (#q=), the red rows of that cause follow."""
+    need(CHROMIUM, "headless Chromium is not installed (Debian package chromium; make setup-vm installs it)")
+    page = R.render_html(R.build_report(fleet500, "500 nodes", "2026-12-07T16:00:00Z"))
+    rows = screenshot(tmp_path / "first", page)
+    top = [p for row in rows[:HEIGHT // 2] for p in row]
+    assert sum(p == PILLS["red"] for p in top) > 500, "no blocker pills in the top half: the causes are not first"
+    assert sum(p == PILLS["amber"] for p in [p for row in rows for p in row]) > 200, "no concern pills"
+    filtered = screenshot(tmp_path / "filtered", page, "#q=modules_disabled")
+    bottom = [p for row in filtered[HEIGHT * 9 // 10:] for p in row]
+    assert sum(p == (0xd9, 0x30, 0x25) for p in bottom) > 50, "no red host row under the filtered causes"
 
 
 # --- the page at work: 500 hosts in headless Chromium ----------------------------------------------------------------
