@@ -471,7 +471,7 @@ def pci_link(h, bdf):
             "max_width": P.parse_int(h.read(base + "max_link_width"))}
 
 
-def describe_gpu(h, bdf, row, q, smi):
+def describe_gpu(h, bdf, row, q):
     """One GPU in one schema whether nvidia-smi is there or not: nvidia-smi's query row and -q sections when it
     is, else /proc/driver/nvidia and sysfs; the link, NUMA node, CPU affinity and BAR1 size always from sysfs
     when nvidia-smi does not say (the same types either way: ints or None, strings or '')."""
@@ -508,10 +508,10 @@ def gpu_facts(h, smi):
     gpus, seen = [], set()
     for row in smi["rows"]:
         bdf = P.smi_bus_to_sysfs(row.get("pci.bus_id") or "")
-        gpus.append(describe_gpu(h, bdf, row, smi["q"]["gpus"].get(row.get("pci.bus_id"), {}), smi))
+        gpus.append(describe_gpu(h, bdf, row, smi["q"]["gpus"].get(row.get("pci.bus_id"), {})))
         seen.add(bdf)
     if h.live:
-        gpus += [describe_gpu(h, bdf, {}, {}, smi) for bdf in pci_gpus(h) if bdf not in seen]
+        gpus += [describe_gpu(h, bdf, {}, {}) for bdf in pci_gpus(h) if bdf not in seen]
     for gpu in gpus:
         links = smi["nvlink"].get(gpu["index"], {})
         gpu["nvlink"] = {"active": links.get("active", 0), "inactive": links.get("inactive", 0),

@@ -104,8 +104,9 @@ CODES = {
                            "run the nvidia_peermem role (nvidia_peermem_state: present)"),
     "kernel_without_gdrdrv": ("concern", "a kernel without gdrdrv",
                               "install that kernel's headers and " + RUN_SITE),
-    "unsigned_other_kernel": ("concern", "gdrdrv of another kernel would be refused",
-                              "enable the mok_signing role, or enroll its key, before booting that kernel"),
+    "refused_at_next_load": ("concern", "gdrdrv refused at its next load",
+                             "enable the mok_signing role, or enroll its key, before that kernel boots or gdrdrv is "
+                             "loaded again"),
     "awaiting_signature": ("concern", "built, awaiting signature",
                            RUN_SITE + ": the controller signs the build and installs it"),
     "mok_pending": ("concern", "MOK enrollment pending",
@@ -179,6 +180,8 @@ def accepted(mod, enforced, mok, keyring_names):
             "an unsigned (tainting)" if mod["signed"] is False else "any")
     if mod["signed"] is False:
         return False, "unsigned, and signatures are enforced"
+    if mod["signed"] is None:
+        return None, "whether it is signed is not known here (no modinfo, a compressed module)"
     if mod.get("ours"):
         state = mok.get("state")
         if state in ("enrolled", "in_db"):
@@ -413,7 +416,7 @@ def signing_findings(facts):
             sentence = "module signatures are enforced on %s and gdrdrv (%s) %s" % (kern["release"], mod["path"],
                                                                                     problem)
             if not (facts["live"] and kern["release"] == k["running"] and not facts["gdrdrv"]["loaded"]):
-                out.append(finding("unsigned_other_kernel", sentence))
+                out.append(finding("refused_at_next_load", sentence))
             elif mod["signed"] is False:
                 out.append(finding("unsigned_enforced", sentence))
             else:

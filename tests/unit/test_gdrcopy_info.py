@@ -660,3 +660,16 @@ def test_a_kernel_the_controller_has_not_signed_yet_is_reported_awaiting_signatu
     write(image_root, PIPE.DRIVER_RECORD, json.dumps(dict(spec, sign_cert="")))  # the host signs: nothing awaits
     write(image_root, spec["driver_dir"] + "/6.1.0-50-amd64/gdrdrv.ko", b"\x7fELF another")
     assert gdrcopy_facts.gather(m, params(image_root))["awaiting_signature"] == []
+
+
+def test_module_loading_disabled_on_a_host_whose_kernel_is_ours_asks_for_a_reboot_without_it(working_root):
+    """The same code as on the captured VMs, another remedy: this host has its kernel's module tree and kmod, so
+    whoever runs it can find the switch and reboot; the VMs' kernel is provided from elsewhere."""
+    shutil.rmtree(os.path.join(working_root, "sys/module/gdrdrv"))
+    write(working_root, "/proc/sys/kernel/modules_disabled", "1\n")
+    m = working_module(working_root)
+    r = gdrcopy_facts.gather(m, params(working_root), gdrcopy_facts.Host(m, working_root, live=True))
+    found = dict((f["code"], f) for f in r["findings"])
+    assert list(found)[:2] == ["modules_disabled", "dmabuf_unavailable"]  # tree, tools and EFI are there
+    assert found["modules_disabled"]["remedy"].startswith("find what writes 1 to kernel.modules_disabled")
+    assert "no_module_tree" not in found and "sig_enforced_no_efi" not in found
