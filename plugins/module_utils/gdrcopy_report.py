@@ -172,8 +172,9 @@ def host_row(name, data):
 
 
 def causes(rows):
-    """The hosts grouped by finding code, blockers first, then by how many hosts: [{code, severity, title, remedy,
-    count, hosts}]. A host counts once per code; the remedy is the one most of them got."""
+    """The hosts grouped by finding code, blockers first, then by how many hosts, then in the order the rows (red
+    first) name them: [{code, severity, title, remedy, count, hosts}]. A host counts once per code; the remedy is
+    the one most of them got."""
     groups = {}
     for row in rows:
         for f in row["findings"]:
@@ -186,7 +187,8 @@ def causes(rows):
     for g in groups.values():
         remedy = sorted(g.pop("remedies").items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
         out.append(dict(g, remedy=remedy, count=len(g["hosts"]), hosts=sorted(g["hosts"])))
-    return sorted(out, key=lambda c: (SEVERITY_ORDER[c["severity"]], -c["count"], c["code"]))
+    first = dict((code, i) for i, code in enumerate(groups))  # the order the rows (red first) name them
+    return sorted(out, key=lambda c: (SEVERITY_ORDER[c["severity"]], -c["count"], first[c["code"]]))
 
 
 def build_report(hosts, title, generated):
@@ -321,9 +323,9 @@ def render_markdown(report):
         lines += ["", "## Red and amber hosts"]
     for row in bad:
         lines += ["", "### %s: %s" % (row["host"], HEALTH_MARK[row["health"]]), ""]
-        for f in row["findings"]:
+        for f, remedy in V.remedies_once(row["findings"]):
             lines += wrap("%s `%s`: %s" % (f["severity"], f["code"], f["text"]), "- ", "  ")
-            lines += wrap("what to do: " + f["remedy"], "  ", "  ")
+            lines += wrap("what to do: " + remedy, "  ", "  ") if remedy else []
         lines += [""] if row["details"] else []
         for key, value in display(row["details"]) + more_display(row["details"]):
             lines += wrap("%s: %s" % (key, value), "- ", "  ")
@@ -387,8 +389,9 @@ def e(text):
 def html_findings(findings):
     if not findings:
         return ""
-    return "<ul>%s</ul>" % "".join('<li class="%s">%s <code>%s</code><div class="remedy">%s</div></li>' % (
-        f["severity"], e(f["text"]), e(f["code"]), e(f["remedy"])) for f in findings)
+    return "<ul>%s</ul>" % "".join('<li class="%s">%s <code>%s</code>%s</li>' % (
+        f["severity"], e(f["text"]), e(f["code"]), '<div class="remedy">%s</div>' % e(remedy) if remedy else "")
+        for f, remedy in V.remedies_once(findings))
 
 
 def html_row(row):

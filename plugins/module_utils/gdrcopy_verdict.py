@@ -479,6 +479,16 @@ def unique(found):
     return out
 
 
+def remedies_once(found):
+    """[(finding, remedy)] with a remedy said before in the list left empty: on a host whose kernel comes from
+    elsewhere, three blockers share one remedy, said once."""
+    seen, out = set(), []
+    for f in found:
+        out.append((f, "" if f["remedy"] in seen else f["remedy"]))
+        seen.add(f["remedy"])
+    return out
+
+
 def health(found):
     severities = set(f["severity"] for f in found)
     return "red" if "blocker" in severities else ("amber" if severities else "green")

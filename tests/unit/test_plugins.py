@@ -312,10 +312,16 @@ def test_a_module_that_starts_on_the_host_ships_no_controller_validation(module)
     assert "gdrcopy_report" not in shipped and "gdrcopy_plan" not in shipped, sorted(shipped)
 
 
-def test_a_finding_is_one_console_line_and_anything_else_one_clear_error():
+def test_findings_are_console_lines_with_each_remedy_once_and_anything_else_one_clear_error():
     from ansible.errors import AnsibleFilterError
-    from ansible_collections.gpufleet.gdrcopy.plugins.filter.finding_line import finding_line
-    found = {"code": "no_module_tree", "severity": "blocker", "text": "no module tree", "remedy": "ship it"}
-    assert finding_line(found) == "blocker no_module_tree: no module tree -> ship it"
-    with pytest.raises(AnsibleFilterError, match="finding_line takes a finding of gdrcopy_info"):
-        finding_line("module loading is disabled")
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.finding_lines import finding_lines
+    found = [{"code": "modules_disabled", "severity": "blocker", "text": "module loading disabled", "remedy": "ship it"},
+             {"code": "no_module_tree", "severity": "blocker", "text": "no module tree", "remedy": "ship it"},
+             {"code": "no_library", "severity": "blocker", "text": "no libgdrapi", "remedy": "run site.yml"}]
+    assert finding_lines(found) == ["blocker modules_disabled: module loading disabled -> ship it",
+                                    "blocker no_module_tree: no module tree",
+                                    "blocker no_library: no libgdrapi -> run site.yml"]
+    assert finding_lines([]) == []
+    for bad in ("module loading is disabled", [{"code": "x"}]):
+        with pytest.raises(AnsibleFilterError, match="finding_lines takes the findings of gdrcopy_info"):
+            finding_lines(bad)

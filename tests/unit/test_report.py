@@ -164,8 +164,8 @@ def test_signing_text():
 
 def test_causes_group_the_hosts_by_code_blockers_first(report):
     assert [(c["code"], c["count"]) for c in report["causes"]] == [
-        ("other_blocker", 2), ("sanity_failed", 2), ("no_status", 1), ("bar1_full", 1), ("numa_no_rdma", 1),
-        ("pcie_link_narrow", 1), ("reload_pending", 1)]
+        ("other_blocker", 2), ("sanity_failed", 2), ("no_status", 1), ("bar1_full", 1), ("pcie_link_narrow", 1),
+        ("numa_no_rdma", 1), ("reload_pending", 1)]
     sanity = report["causes"][1]
     assert sanity["hosts"] == ["gpu-h200-02", "gpu-old-03"] and sanity["title"] == "gdrcopy_sanity failed"
 
@@ -180,9 +180,11 @@ def test_markdown_fits_120_columns_and_says_what_the_page_says(report):
     assert [ln for ln in lines if ln.startswith("### ")] == [
         "### gpu-h200-01: RED", "### gpu-h200-02: RED", "### gpu-old-03: RED", "### gpu-h100-07: AMBER"]
     flat = " ".join(line.strip() for line in lines)
+    page = R.render_html(report)
     for row in report["hosts"]:  # every finding, remedy and column of the page is in the Markdown
         for f in row["findings"]:
             assert f["text"] in flat and f["remedy"] in flat
+            assert page.count(R.e(f["remedy"])) >= 1
         for dummy, value in R.display(row["details"]):
             assert value in flat
     assert "Tests: smoke passed; sanity 28/28 passed" not in flat  # green hosts are one condensed line
@@ -315,3 +317,16 @@ def test_an_old_gdrdrv_without_its_params_file_says_its_module_version(fleet):
     amber["gdrcopy"]["driver_version"] = ""  # gdrdrv 2.4: no /proc/driver/gdrdrv/params
     amber["kernel"]["installed"][0]["gdrdrv_modules"][0]["version"] = "2.4"
     assert R.host_row("h", {"info": amber})["details"]["gdrcopy"]["driver"] == "2.4"
+
+
+def test_the_report_written_on_the_h100_device_machine_is_valid_and_coded():
+    """status.yml run for real on the H100 device machine (tests/fixtures/hosts/h100-device-2026-12-07/status):
+    the JSON it wrote validates against the schema, with every blocker of that class of host coded."""
+    path = REPO / "tests" / "fixtures" / "hosts" / "h100-device-2026-12-07" / "status" / "gdrcopy-report.json"
+    written = json.loads(path.read_text())
+    validate(written)
+    assert [c["code"] for c in written["causes"]] == ["dmabuf_unavailable", "modules_disabled", "no_kmod_tools",
+                                                      "no_library", "no_module_tree", "sig_enforced_no_efi"]
+    signing = written["hosts"][0]["details"]["signing"]
+    assert (signing["hash"], signing["enforced_by"][1:]) == ("sha512", ["CONFIG_MODULE_SIG_FORCE",
+                                                                         "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY"])
