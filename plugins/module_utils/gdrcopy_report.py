@@ -160,7 +160,7 @@ def host_row(name, data):
     verify, smoke = data.get("verify") or {}, data.get("smoke") or {}
     if not info.get("health"):
         found = [V.finding("no_status", NO_DATA)] + verify_findings(verify, smoke)
-        return {"host": name, "health": "red", "findings": found, "details": {}}
+        return {"host": name, "health": "red", "findings": found, "details": None}
     if "findings" not in info:
         info = dict(info, findings=legacy_findings(info))
     found = host_findings(info, verify, smoke, data.get("pending"))
