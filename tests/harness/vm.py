@@ -566,7 +566,9 @@ def main(argv: list[str]) -> int:
         if name == "up":
             sp.add_argument("--firmware", choices=("direct", "secureboot"), default="direct")
             sp.add_argument("--memory", type=int, default=2048, help="MiB")
-            sp.add_argument("--cpus", type=int, default=min(2, os.cpu_count() or 1))
+            # GDRCOPY_VM_CPUS: make test gives each VM one vCPU while two scenarios run at once (two TCG VMs of two
+            # vCPUs each on a 2-core controller fight for the cores; one each keeps both cores busy, one VM each)
+            sp.add_argument("--cpus", type=int, default=int(os.environ.get("GDRCOPY_VM_CPUS") or min(2, os.cpu_count() or 1)))
             sp.add_argument("--root-tree", type=Path, help="boot a disk made from this root tree (see `root`)")
         if name == "unroot":
             sp.add_argument("--remove", action="store_true", help="delete the tree once it is unmounted")
