@@ -550,6 +550,18 @@ class VM:
             shutil.rmtree(self.state / name, ignore_errors=True)
 
 
+def default_cpus() -> int:
+    """The vCPUs of a VM that `up` is not told: GDRCOPY_VM_CPUS, which make test sets to 1 while two scenarios run at
+    once (two TCG VMs of two vCPUs each on a 2-core controller fight for the cores; one each keeps both cores busy,
+    one VM each), else 2 where the controller has them."""
+    value = os.environ.get("GDRCOPY_VM_CPUS") or ""
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit("GDRCOPY_VM_CPUS must be a whole number of vCPUs, 1 or more (got %r)" % value)
+        return int(value)
+    return min(2, os.cpu_count() or 1)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -566,9 +578,7 @@ def main(argv: list[str]) -> int:
         if name == "up":
             sp.add_argument("--firmware", choices=("direct", "secureboot"), default="direct")
             sp.add_argument("--memory", type=int, default=2048, help="MiB")
-            # GDRCOPY_VM_CPUS: make test gives each VM one vCPU while two scenarios run at once (two TCG VMs of two
-            # vCPUs each on a 2-core controller fight for the cores; one each keeps both cores busy, one VM each)
-            sp.add_argument("--cpus", type=int, default=int(os.environ.get("GDRCOPY_VM_CPUS") or min(2, os.cpu_count() or 1)))
+            sp.add_argument("--cpus", type=int, default=default_cpus())
             sp.add_argument("--root-tree", type=Path, help="boot a disk made from this root tree (see `root`)")
         if name == "unroot":
             sp.add_argument("--remove", action="store_true", help="delete the tree once it is unmounted")

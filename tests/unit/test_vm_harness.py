@@ -133,3 +133,16 @@ def test_the_kvm_probe_leaves_the_callers_stdin_blocking(kind, tmp_path, monkeyp
         os.close(ours)
         os.close(other)
     assert damage == []
+
+
+def test_the_vcpus_of_a_vm_follow_gdrcopy_vm_cpus(monkeypatch):
+    """make test sets GDRCOPY_VM_CPUS=1 while two scenarios run at once; unset, a VM gets 2 vCPUs where there are
+    2 cores; a bad value stops `up` with one sentence."""
+    monkeypatch.setenv("GDRCOPY_VM_CPUS", "1")
+    assert vm.default_cpus() == 1
+    monkeypatch.delenv("GDRCOPY_VM_CPUS")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert vm.default_cpus() == 2
+    monkeypatch.setenv("GDRCOPY_VM_CPUS", "two")
+    with pytest.raises(SystemExit, match="GDRCOPY_VM_CPUS must be a whole number"):
+        vm.default_cpus()
