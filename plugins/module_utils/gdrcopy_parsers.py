@@ -381,20 +381,24 @@ def parse_pci_bar1_mib(text):
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def _topo_cells(line):
+    """The cells of one line of `nvidia-smi topo -m`: tab-separated, or runs of spaces where it was copied."""
+    return [c.strip() for c in re.split(r"\t+| {2,}", line.strip("\n"))]
+
+
 def parse_nvidia_smi_topo(text):
     """`nvidia-smi topo -m` -> {'GPU0': {'nvlink': {'GPU1': 18, ...}, 'cpu_affinity': '0-23', 'numa_affinity': '0'}}.
     The matrix's cells are separated by tabs (or runs of spaces where it was copied); NV<n> is a bonded set of n
     NVLinks, other cells (PIX, SYS, ...) are PCIe paths."""
     rows = [ANSI_RE.sub("", line) for line in (text or "").splitlines()]
-    split = lambda line: [c.strip() for c in re.split(r"\t+| {2,}", line.strip("\n"))]  # noqa: E731
     # the header row starts with an empty cell, the GPU rows with their name
-    header = next((split(r) for r in rows if re.search(r"\bGPU0\b", r) and r[:1] in ("\t", " ")), None)
+    header = next((_topo_cells(r) for r in rows if re.search(r"\bGPU0\b", r) and r[:1] in ("\t", " ")), None)
     if not header:
         return {}
     header = [c for c in header if c]
     out = {}
     for line in rows:
-        cells = [c for c in split(line) if c != ""]
+        cells = [c for c in _topo_cells(line) if c != ""]
         if not cells or not re.match(r"^GPU\d+$", cells[0]) or len(cells) < len(header) + 1:
             continue
         row = dict(zip(header, cells[1:]))
@@ -625,11 +629,7 @@ def parse_copylat(text, rc):
             "error": "" if ok else _bench_error(text, rc) or "no latency figures in the output"}
 
 
-# --- the verdict: blockers, warnings, health ------------------------------------------------------------------
-# Each function reads the gathered facts (plain dicts, as gdrcopy_info returns them) and returns sentences.
-# A blocker keeps gdrcopy from working on the host now; a warning is something that works but is degraded or
-# will break later. Health: red with any blocker, amber with warnings only, else green.
-
+# --- what the verdict (module_utils/gdrcopy_verdict) and the plan share: the backend, the load refusal -----------
 
 
 def choose_backend(problem, dmabuf_ok, dmabuf_why, configured=""):

@@ -178,8 +178,8 @@ def causes(rows):
     groups = {}
     for row in rows:
         for f in row["findings"]:
-            g = groups.setdefault(f["code"], {"code": f["code"], "severity": f["severity"], "title": V.title(f["code"]),
-                                             "remedies": {}, "hosts": []})
+            g = groups.setdefault(f["code"], {"code": f["code"], "severity": f["severity"],
+                                              "title": V.title(f["code"]), "remedies": {}, "hosts": []})
             if row["host"] not in g["hosts"]:
                 g["hosts"].append(row["host"])
                 g["remedies"][f["remedy"]] = g["remedies"].get(f["remedy"], 0) + 1
