@@ -117,7 +117,8 @@ collection: setup
 	tests/harness/ansible_test.sh units
 
 # The unit tests and the installed collection on every ansible-core minor of meta/runtime.yml with each Python it
-# supports (tests/harness/matrix.py, 13 rows); make test runs MATRIX_ARGS=--quick: one row per minor, every Python once.
+# supports (tests/harness/matrix.py, 13 rows); make test runs MATRIX_ARGS=--quick: one row per minor but the pinned
+# one (make unit and make collection run it), every Python once.
 matrix: setup
 	python3 tests/harness/matrix.py $(MATRIX_ARGS)
 

@@ -34,8 +34,10 @@ MATRIX = {
     "2.20.10": ("3.12", "3.13"),
     "2.21.5": ("3.12", "3.13"),
 }
-# `--quick` (make test): one row per ansible-core minor, chosen so that every Python of MATRIX runs once.
-QUICK = {"2.17.14": "3.10", "2.18.19": "3.11", "2.19.14": "3.13", "2.20.10": "3.12", "2.21.5": "3.13"}
+# `--quick` (make test): one row per ansible-core minor, chosen so that every Python of MATRIX runs once; not the
+# pinned 2.19.14 of requirements.txt, whose unit tests and artifact checks make unit and make collection run just
+# before (4 rows: two rounds of 2 jobs instead of three).
+QUICK = {"2.17.14": "3.10", "2.18.19": "3.11", "2.20.10": "3.12", "2.21.5": "3.13"}
 PYTEST = "pytest==9.2.0"
 
 
@@ -106,7 +108,7 @@ def main():
                     dist, "--force"], check=True, capture_output=True)
     tarball = next(dist.glob("*.tar.gz"))
     rows = [(c, p) for c, pys in MATRIX.items() if not args.only or c == args.only for p in pys
-            if not args.quick or QUICK[c] == p]
+            if not args.quick or QUICK.get(c) == p]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda cp: row(cp[0], cp[1], tarball), rows))
     bad = 0
