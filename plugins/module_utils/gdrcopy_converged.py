@@ -47,6 +47,16 @@ MANAGED_PATHS = (
 )
 
 
+def watch_globs(key_dir, host_key_paths):
+    """The files that belong to the converged state where the mok_signing inputs put them: the key dir and the
+    host's key pairs (mok_signing_key_dir, mok_signing_host_key_paths). Preflight reads the state with them and
+    verify records it with them: one list, or a host with DKMS's pair (/var/lib/dkms/mok.key) is never converged
+    (the record would lack what every read finds)."""
+    out = [key_dir.rstrip("/") + "/*", key_dir.rstrip("/") + "/.*"] if key_dir else []
+    pairs = host_key_paths or []
+    return out + [p["key"] for p in pairs] + [p["cert"] for p in pairs]
+
+
 def _module_state(mod, files):
     return {"path": mod["path"], "content": files.get(mod["path"], "absent"), "signer": mod.get("signer", ""),
             "sig_key": mod.get("sig_key", "")}

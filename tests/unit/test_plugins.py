@@ -325,3 +325,20 @@ def test_findings_are_console_lines_with_each_remedy_once_and_anything_else_one_
     for bad in ("module loading is disabled", [{"code": "x"}]):
         with pytest.raises(AnsibleFilterError, match="finding_lines takes the findings of gdrcopy_info"):
             finding_lines(bad)
+
+
+def test_preflight_and_verify_watch_the_same_signing_files():
+    """The converged check reads the key dir and the host's key pairs (DKMS's, shim-signed's); the record verify
+    writes must hold them too, or a host with DKMS's pair is never converged (found by molecule/lifecycle's
+    dmabuf.yml after upstream.yml left DKMS's key: "files./var/lib/dkms/mok.key is new" on every rerun)."""
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.gdrcopy.plugins.filter.converged_watch import converged_watch
+    inputs = {"mok_signing_key_dir": "/var/lib/gdrcopy-ansible/mok",
+              "mok_signing_host_key_paths": [{"key": "/var/lib/dkms/mok.key", "cert": "/var/lib/dkms/mok.pub"}]}
+    assert converged_watch(inputs) == ["/var/lib/gdrcopy-ansible/mok/*", "/var/lib/gdrcopy-ansible/mok/.*",
+                                       "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"]
+    assert converged_watch({}) == []
+    with pytest.raises(AnsibleFilterError, match="mok_signing_host_key_paths must be a list of"):
+        converged_watch(dict(inputs, mok_signing_host_key_paths=["/var/lib/dkms/mok.key"]))
+    for playbook in ("preflight.yml", "verify.yml"):
+        assert "gpufleet.gdrcopy.converged_watch" in (REPO / "playbooks" / playbook).read_text(), playbook
