@@ -9,7 +9,7 @@ TIMED := tests/harness/timed.sh
 SCENARIO ?= default
 # The scenarios `make test` runs, in order (each builds on the cached VM image). `make test-all` adds the lifecycle
 # scenario (release changes, rollback, upstream's install, uninstall, batches, the DMA-BUF backend) and the image
-# scenario (golden image + kernel hook): with them CI took 95-100 minutes on its 2 cores (2026-12-07), past its 90.
+# scenario (golden image + kernel hook): with lifecycle CI took 5433 s on its 2 cores (2026-12-07), past its 90 min.
 # Issue [7 of 7] brings them back into make test by making the scenarios cheaper.
 SCENARIOS ?= default secureboot
 SCENARIOS_ALL := default secureboot lifecycle image
