@@ -7,26 +7,21 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 TIMED := tests/harness/timed.sh
 SCENARIO ?= default
-# The scenarios `make test` runs, in order (each builds on the cached VM image). `make test-all` adds the lifecycle
-# scenario (release changes, rollback, upstream's install, uninstall, batches, the DMA-BUF backend) and the image
-# scenario (golden image + kernel hook): with lifecycle CI took 5433 s on its 2 cores (2026-12-07), past its 90 min.
-# Issue [7 of 7] brings them back into make test by making the scenarios cheaper.
-SCENARIOS ?= default secureboot
-SCENARIOS_ALL := default secureboot lifecycle image
-# The scenarios of SCENARIOS that `make test` runs beside the others (none by default), from the moment the checks
-# passed and the VM image is there; while two run at once, each VM gets one vCPU (GDRCOPY_VM_CPUS,
-# tests/harness/vm.py). On CI's 2 cores it did not pay: TCG keeps both cores busy either way (lifecycle beside the
-# others with two vCPUs each: 4134 s, alone 1686 s; with one vCPU each, default took 2061 s against 943 s alone).
-SCENARIOS_BESIDE ?=
-VM_CPUS_BESIDE := $(if $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)),1,)
+# The scenarios `make test` runs, one after the other (each boots its own VM from the cached images; two at once do
+# not pay on CI's 2 cores: TCG keeps both busy either way). default, lifecycle and secureboot boot Debian 12, trixie
+# Debian 13 (with plain Ansible: the proof `make demo` gives by hand); image converges a chroot and boots it.
+SCENARIOS ?= default secureboot lifecycle image trixie
+# What the run proved: the scenarios' playbooks and fault tasks, the unit tests' fault proofs (tests/harness/proofs.py
+# prints the table at the end, and fails the run when a fault case of the README was not proven).
+PROOF_LOG := $(CURDIR)/.cache/proofs.jsonl
 
-.PHONY: help setup setup-vm test test-all lint unit coverage collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host bench-report
+.PHONY: help setup setup-vm test proofs lint unit coverage collection matrix molecule demo demo-down timings clean bench bench-fleet bench-host bench-report
 
 help:
 	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
-	@echo "make test   - lint, unit tests, molecule scenario(s) on real kernels in QEMU, then make demo (what CI runs)"
-	@echo "make test-all - make test plus the lifecycle and image scenarios"
-	@echo "make lint | unit | collection | matrix | molecule [SCENARIO=name] | timings | clean"
+	@echo "make test   - lint, unit tests, the collection, the ansible-core matrix, every molecule scenario on real"
+	@echo "              Debian 12 and 13 kernels in QEMU, then the table of what was proven (what CI runs)"
+	@echo "make lint | unit | collection | matrix | molecule [SCENARIO=name] | proofs | timings | clean"
 
 ## Set-up: a pinned virtual environment and the test collections, without root. The VM scenarios and the demo
 ## also need Debian packages (QEMU, OVMF, debootstrap, Chromium): `make setup-vm` installs the missing ones as root.
@@ -47,38 +42,28 @@ $(COLLECTIONS_CACHE)/.installed: $(VENV)/.installed collections/requirements.yml
 	@touch $@
 
 ## The test command (README, .ci/run).
-# The VM image (built once, then cached) is made in the background while lint, the unit tests, the collection
-# checks and the ansible-core matrix run: on a fresh machine that hides its build (3-4 min) behind them. Then the
-# scenarios of SCENARIOS_BESIDE (the longest) run in the background, each with its own VM, their output printed when
-# they end, while the other scenarios run in order. A VM under TCG waits on the controller much of the time
-# (reboots, MokManager's countdowns, Ansible's own work), so two of them on two cores finish well before the two
-# would one after the other; the checks before them are CPU-bound, which is why nothing runs beside those. They run
-# under Mitogen (molecule.yml); `make demo` last runs site.yml twice with plain Ansible, as a user does. Tests that
-# need root or a browser must run here (GDRCOPY_FULL_RUN).
+# The VM images (Debian 12 and 13, built once, then cached) are made in the background while lint, the unit tests,
+# the collection checks and the ansible-core matrix run: on a fresh machine that hides their build (2-4 min) behind
+# them. Then every scenario, one after the other; the table of proofs last (a fault case of the README without a
+# passing proof fails the run). Tests that need root or a browser must run here (GDRCOPY_FULL_RUN).
 test: setup-vm
-	@rm -f .cache/timings.txt; mkdir -p .cache; \
-	$(TIMED) vm-image python3 tests/harness/vm.py image >.cache/vm-image.log 2>&1 & image=$$!; \
+	@rm -f .cache/timings.txt $(PROOF_LOG); mkdir -p .cache; \
+	{ $(TIMED) vm-images bash -c 'for s in bookworm trixie; do python3 tests/harness/vm.py image --suite $$s || exit 1; done'; } \
+	  >.cache/vm-image.log 2>&1 & image=$$!; \
 	if ! { $(TIMED) lint $(MAKE) --no-print-directory lint \
-	       && $(TIMED) unit $(MAKE) --no-print-directory unit GDRCOPY_FULL_RUN=1 \
+	       && $(TIMED) unit $(MAKE) --no-print-directory unit GDRCOPY_FULL_RUN=1 GDRCOPY_PROOF_LOG=$(PROOF_LOG) \
 	       && $(TIMED) collection $(MAKE) --no-print-directory collection \
-	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS=--quick; }; then \
-	  wait $$image; exit 1; fi; \
+	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS="--quick --jobs 4"; }; then \
+	  wait $$image; $(MAKE) --no-print-directory proofs; exit 1; fi; \
 	wait $$image || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
-	( rc=0; for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
-	    GDRCOPY_VM_CPUS=$(VM_CPUS_BESIDE) $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s \
-	      >.cache/molecule-$$s.log 2>&1 || rc=1; \
-	  done; exit $$rc ) & beside=$$!; \
-	rc=0; for s in $(filter-out $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
-	  GDRCOPY_VM_CPUS=$(VM_CPUS_BESIDE) $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s || rc=1; \
+	rc=0; for s in $(SCENARIOS); do \
+	  GDRCOPY_PROOF_LOG=$(PROOF_LOG) $(TIMED) molecule-$$s $(MAKE) --no-print-directory molecule SCENARIO=$$s || rc=1; \
 	done; \
-	wait $$beside || rc=1; \
-	for s in $(filter $(SCENARIOS_BESIDE),$(SCENARIOS)); do \
-	  echo "--- molecule $$s (ran beside the others) ---"; cat .cache/molecule-$$s.log; done; \
-	$(TIMED) demo $(MAKE) --no-print-directory demo || rc=1; \
-	$(MAKE) --no-print-directory timings; exit $$rc
+	$(MAKE) --no-print-directory proofs PROOFS_ARGS=--require || rc=1; exit $$rc
 
-test-all:
-	@$(MAKE) --no-print-directory test SCENARIOS="$(SCENARIOS_ALL)"
+# The table of what the last make test proved (steps, scenario playbooks, fault cases) and its times.
+proofs:
+	@python3 tests/harness/proofs.py $(PROOFS_ARGS)
 
 # No root, QEMU, OVMF or browser needed for lint and unit.
 lint: setup
@@ -88,8 +73,8 @@ lint: setup
 
 export GDRCOPY_FULL_RUN
 unit: setup
-	pytest -q -n auto tests/unit
-	@$(MAKE) --no-print-directory coverage
+	GDRCOPY_PROOF_LOG=$(GDRCOPY_PROOF_LOG) pytest -q -n auto tests/unit
+	@GDRCOPY_PROOF_LOG= $(MAKE) --no-print-directory coverage
 
 # Line coverage of the decision code that moved from YAML into modules (the build pipeline that the kernel hook
 # shares, the load chain, the plan, the verification, the signing key, the files, nvidia-peermem, the status
@@ -120,8 +105,9 @@ collection: setup
 	tests/harness/ansible_test.sh units
 
 # The unit tests and the installed collection on every ansible-core minor of meta/runtime.yml with each Python it
-# supports (tests/harness/matrix.py, 13 rows); make test runs MATRIX_ARGS=--quick: one row per minor but the pinned
-# one (make unit and make collection run it), every Python once.
+# supports (tests/harness/matrix.py, 13 rows); make test runs MATRIX_ARGS="--quick --jobs 4": one row per minor but
+# the pinned one (make unit and make collection run it), every Python once, the four at once (a row waits much of
+# its time: the source tests' retry delays, subprocesses; two at a time took 700 s on CI's 2 cores).
 matrix: setup
 	python3 tests/harness/matrix.py $(MATRIX_ARGS)
 

@@ -74,13 +74,12 @@ in_root apt-get update -qq >>"$out/build.log" 2>&1
 apt_install "${packages[@]}"
 
 # A second kernel ABI of the same series (kernel-upgrade tests): the newest linux-image-<abi>-amd64 in the
-# archive other than the one linux-image-amd64 pulls in, that also has its headers there.
+# archive other than the one linux-image-amd64 pulls in, of the same series and flavour, that also has its headers
+# there. The ABI names differ by release (bookworm 6.1.0-<n>-amd64, trixie 6.12.<n>+deb13-amd64): kernel_abi.py.
 current=$(in_root dpkg-query -W -f '${Depends}' linux-image-amd64 | grep -o 'linux-image-[^ ,]*-amd64' | head -1)
 current=${current#linux-image-}
-series=${current%%-*}            # 6.1.0
-other=$(in_root apt-cache pkgnames "linux-headers-$series-" | grep -E "^linux-headers-$series-[0-9]+-amd64\$" \
-        | sed -e 's/^linux-headers-//' | grep -vx "$current" | sort -t- -k2,2n | tail -1 || true)
-[ -n "$other" ] || { log "no second $series ABI with headers in the archive"; exit 1; }
+other=$(in_root apt-cache pkgnames linux-headers- | python3 "${KERNEL_ABI:?}" "$current" || true)
+[ -n "$other" ] || { log "no second ABI of $current's series with headers in the archive"; exit 1; }
 log "kernels: $current (linux-image-amd64) and $other"
 apt_install "linux-image-$other" "linux-headers-$other"
 

@@ -31,12 +31,14 @@ print(json.dumps({"gpu_nodes": {
              "gdrcopy_source_sha256": src["sha256"]}}}, indent=2))
 PY
 
+# Each step says how long it took (the README's figures for Debian 12 beside the trixie scenario's for Debian 13).
+took() { local start=$SECONDS; "$@"; echo "== took $((SECONDS - start)) s"; }
 echo "== test-only stand-ins for nvidia and nvidia-peermem (this VM has no GPU)"
-ansible-playbook -i "$demo/inventory.yml" tests/harness/standins.yml
+took ansible-playbook -i "$demo/inventory.yml" tests/harness/standins.yml
 echo "== site.yml"
-ansible-playbook -i "$demo/inventory.yml" site.yml
+took ansible-playbook -i "$demo/inventory.yml" site.yml
 echo "== site.yml again (nothing to do)"
-ansible-playbook -i "$demo/inventory.yml" site.yml | tee "$demo/rerun.log"
+took ansible-playbook -i "$demo/inventory.yml" site.yml | tee "$demo/rerun.log"
 grep -q "converged: the host is as the last verified run left it" "$demo/rerun.log" \
   || { echo "the rerun did not find the host converged ($demo/rerun.log)" >&2; exit 1; }
 # Nothing changed: not on the host, and not the fleet report on the controller (a converged host reports what its
@@ -44,7 +46,7 @@ grep -q "converged: the host is as the last verified run left it" "$demo/rerun.l
 grep -Eq "^gdrcopy-demo +: ok=[0-9]+ +changed=0 " "$demo/rerun.log" \
   || { echo "the rerun changed something ($demo/rerun.log):" >&2; grep -E -B3 "^changed: " "$demo/rerun.log" >&2; exit 1; }
 echo "== status"
-ansible-playbook -i "$demo/inventory.yml" playbooks/status.yml
+took ansible-playbook -i "$demo/inventory.yml" playbooks/status.yml
 if [ "${KEEP_VM:-0}" = 1 ]; then
   echo "VM left running: python3 tests/harness/vm.py ssh --state $state -- <command>; make demo-down stops it"
 fi

@@ -3,6 +3,7 @@ collections/ansible_collections/gpufleet/gdrcopy), the host captures under tests
 
 import importlib.machinery
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -82,9 +83,27 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     marker = item.get_closest_marker("fault")
-    if not (report.skipped and marker and marker.args):
+    if not (marker and marker.args):
         return
-    case = marker.args[0]
+    if report.skipped:
+        fail_skipped_proof(report, marker.args[0])
+    if report.when == "call" or report.outcome != "passed":
+        record_proof(report, marker.args[0])
+
+
+PROOF_LOG = os.environ.get("GDRCOPY_PROOF_LOG", "")
+
+
+def record_proof(report, case):
+    """One JSON line per fault proof in GDRCOPY_PROOF_LOG (make test's table, tests/harness/proofs.py)."""
+    if PROOF_LOG:
+        line = json.dumps({"kind": "fault", "case": case, "scenario": os.environ.get("GDRCOPY_PROOF_STEP", "unit"),
+                           "test": report.nodeid, "outcome": report.outcome, "seconds": round(report.duration, 1)})
+        with open(PROOF_LOG, "a", encoding="utf-8") as f:  # one write per line: xdist workers do not interleave
+            f.write(line + "\n")
+
+
+def fail_skipped_proof(report, case):
     proofs = readme_fault_rows().get(case, "").rstrip(" |").rsplit("|", 1)[-1]
     if IN_CI or "needs: " not in proofs:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

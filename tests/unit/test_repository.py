@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 
 OWN_DIRS = ["roles", "playbooks", "plugins", "meta", "collections", "molecule", "tests", "src", "inventory.example",
-            "benchmarks", ".ci", "docs", "tools", "ee"]
+            "benchmarks", ".ci", ".config", "docs", "tools", "ee"]
 # What git rightly leaves out of those folders: run state and caches, never code.
 EXPECTED_IGNORED = ("__pycache__/", ".pyc", "/ephemeral/", ".pytest_cache/", "src/cache/", "ee/collection/gpufleet-gdrcopy-")
 FILE_MODULES = {"ansible.builtin.template": "templates", "ansible.builtin.copy": "files",

@@ -42,6 +42,43 @@ def test_the_image_key_follows_the_build_script_and_its_inputs():
     assert vm.image_key(dict(inputs, EXTRA_PACKAGES="vim")) != key
 
 
+kernel_abi = load_script(HARNESS / "kernel_abi.py", "kernel_abi")
+# linux-headers-* names of the archive's main suites (2026-12-07): bookworm's two 6.1 ABIs and trixie's two 6.12 ones,
+# each with the cloud and rt flavours beside, and the metapackages, which name no ABI.
+BOOKWORM = ["linux-headers-6.1.0-50-amd64", "linux-headers-6.1.0-47-amd64", "linux-headers-6.1.0-50-cloud-amd64",
+            "linux-headers-6.1.0-47-rt-amd64", "linux-headers-6.1.0-50-common", "linux-headers-amd64",
+            "linux-headers-6.1.0-9-amd64"]
+TRIXIE = ["linux-headers-6.12.107+deb13-amd64", "linux-headers-6.12.107+deb13-cloud-amd64",
+          "linux-headers-6.12.117+deb13-amd64", "linux-headers-6.12.117+deb13-rt-amd64",
+          "linux-headers-6.12.117+deb13-common", "linux-headers-6.12.115+deb13.1-amd64", "linux-headers-amd64"]
+
+
+@pytest.mark.parametrize("current, names, other", [
+    ("6.1.0-50-amd64", BOOKWORM, "6.1.0-47-amd64"),  # 47 > 9: numbers, not text
+    ("6.1.0-47-amd64", BOOKWORM, "6.1.0-50-amd64"),
+    ("6.12.117+deb13-amd64", TRIXIE, "6.12.115+deb13.1-amd64"),  # a rebuild (+deb13.1) is an ABI of its own
+    ("6.12.117+deb13-cloud-amd64", TRIXIE, "6.12.107+deb13-cloud-amd64"),  # the same flavour only
+    ("6.12.117+deb13-amd64", BOOKWORM, None),  # another series is no second kernel
+    ("6.1.0-50-amd64", ["linux-headers-6.1.0-50-amd64"], None),
+])
+def test_the_image_picks_the_newest_other_abi_of_the_series_and_flavour(current, names, other):
+    assert kernel_abi.pick_other(current, names) == other
+
+
+def test_the_kernel_pick_refuses_what_is_no_abi_name():
+    with pytest.raises(ValueError, match="not a Debian kernel ABI"):
+        kernel_abi.pick_other("amd64", TRIXIE)
+    assert kernel_abi.parse("6.12.117+deb13-amd64")[:2] == ((6, 12), "amd64")
+
+
+def test_an_image_of_an_unknown_suite_is_refused(monkeypatch):
+    monkeypatch.delenv("GDRCOPY_VM_SUITE", raising=False)
+    assert vm.image_inputs()["SUITE"] == "bookworm" and vm.image_inputs("trixie")["SUITE"] == "trixie"
+    assert vm.image_key(vm.image_inputs("trixie")) != vm.image_key(vm.image_inputs())
+    with pytest.raises(SystemExit, match="one of bookworm, trixie"):
+        vm.image_inputs("sid")
+
+
 def test_the_cut_proxy_relays_the_first_connections_then_refuses(tmp_path):
     """tests/harness/cut_proxy.py (fault case 9): a real relay to a local echo server, then the cut."""
     import socket

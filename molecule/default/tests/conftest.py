@@ -1,13 +1,9 @@
-"""Shared testinfra set-up: on a failed test, print what the VM's journal and kernel said."""
+"""The scenarios' shared testinfra hooks (tests/harness/testinfra_hooks.py): the VM's journal on a failure, and the
+verifier's result for make test's table of proofs."""
 
-import pytest
+import os
+import sys
 
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests", "harness"))
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    host = item.funcargs.get("host") if hasattr(item, "funcargs") else None
-    if report.when == "call" and report.failed and host is not None:
-        journal = host.run("journalctl -b --no-pager -n 60 -o short-monotonic; dmesg | tail -n 30")
-        report.sections.append(("VM journal and dmesg (last lines)", journal.stdout + journal.stderr))
+from testinfra_hooks import pytest_runtest_makereport, pytest_sessionfinish  # noqa: E402,F401

@@ -1,6 +1,7 @@
 """What the default scenario proves on the VM: a real Debian kernel, the harness's kernels and stand-ins, and
 what site.yml did. The verifier runs after converge, idempotence and two reboots (the second into the other
-installed kernel, with no rerun in between)."""
+installed kernel, with no rerun in between). The trixie scenario runs these tests too (Debian 13, but the check-mode
+test: it runs no --check)."""
 
 import json
 import os
@@ -37,7 +38,8 @@ def nvidia_source_version(host):
 
 def test_runs_a_real_debian_kernel(host):
     release = host.check_output("uname -r")
-    assert re.fullmatch(r"\d+\.\d+\.\d+-\d+-amd64", release), release
+    # bookworm: 6.1.0-<abi>-amd64; trixie: 6.12.<n>+deb13[.<rebuild>]-amd64
+    assert re.fullmatch(r"\d+\.\d+\.\d+(-\d+|\+deb\d+(\.\d+)?)-amd64", release), release
     assert "Debian" in host.file("/proc/version").content_string
     assert release in installed_kernels(host)
     assert host.package(f"linux-image-{release}").is_installed
