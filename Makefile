@@ -44,8 +44,9 @@ $(COLLECTIONS_CACHE)/.installed: $(VENV)/.installed collections/requirements.yml
 ## The test command (README, .ci/run).
 # The VM images (Debian 12 and 13, built once, then cached) are made in the background while lint, the unit tests,
 # the collection checks and the ansible-core matrix run: on a fresh machine that hides their build (2-4 min) behind
-# them. Then every scenario, one after the other; the table of proofs last (a fault case of the README without a
-# passing proof fails the run). Tests that need root or a browser must run here (GDRCOPY_FULL_RUN).
+# them; the report benchmark runs once as a smoke test (its ratio is printed, not judged: speed targets are read
+# from `make bench`). Then every scenario, one after the other; the table of proofs last (a fault case of the README
+# without a passing proof fails the run). Tests that need root or a browser must run here (GDRCOPY_FULL_RUN).
 test: setup-vm
 	@rm -f .cache/timings.txt $(PROOF_LOG); mkdir -p .cache; \
 	{ $(TIMED) vm-images bash -c 'for s in bookworm trixie; do python3 tests/harness/vm.py image --suite $$s || exit 1; done'; } \
@@ -53,7 +54,8 @@ test: setup-vm
 	if ! { $(TIMED) lint $(MAKE) --no-print-directory lint \
 	       && $(TIMED) unit $(MAKE) --no-print-directory unit GDRCOPY_FULL_RUN=1 GDRCOPY_PROOF_LOG=$(PROOF_LOG) \
 	       && $(TIMED) collection $(MAKE) --no-print-directory collection \
-	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS="--quick --jobs 4"; }; then \
+	       && $(TIMED) matrix $(MAKE) --no-print-directory matrix MATRIX_ARGS="--quick --jobs 4" \
+	       && $(TIMED) bench-report-smoke python3 benchmarks/report.py --runs 1 --out .cache/bench; }; then \
 	  wait $$image; $(MAKE) --no-print-directory proofs; exit 1; fi; \
 	wait $$image || { echo "the VM image build failed (.cache/vm-image.log):"; tail -n 30 .cache/vm-image.log; exit 1; }; \
 	rc=0; for s in $(SCENARIOS); do \
@@ -74,7 +76,7 @@ lint: setup
 export GDRCOPY_FULL_RUN
 unit: setup
 	GDRCOPY_PROOF_LOG=$(GDRCOPY_PROOF_LOG) pytest -q -n auto tests/unit
-	@GDRCOPY_PROOF_LOG= $(MAKE) --no-print-directory coverage
+	@$(MAKE) --no-print-directory coverage
 
 # Line coverage of the decision code that moved from YAML into modules (the build pipeline that the kernel hook
 # shares, the load chain, the plan, the verification, the signing key, the files, nvidia-peermem, the status
@@ -89,7 +91,7 @@ space := $(subst ,, )
 comma := ,
 coverage: setup
 	@mkdir -p .cache
-	coverage run --data-file=.cache/coverage --include='$(COVERED)' -m pytest -q -p no:cacheprovider \
+	GDRCOPY_PROOF_LOG= coverage run --data-file=.cache/coverage --include='$(COVERED)' -m pytest -q -p no:cacheprovider \
 	  tests/unit/test_build_module.py tests/unit/test_kernel_hook.py tests/unit/test_load_module.py \
 	  tests/unit/test_plan.py tests/unit/test_verify_module.py tests/unit/test_mok_module.py \
 	  tests/unit/test_files_module.py tests/unit/test_peermem_module.py tests/unit/test_fleet.py tests/unit/test_uninstall.py tests/unit/test_rollout.py \

@@ -570,9 +570,8 @@ class VM:
 
 
 def default_cpus() -> int:
-    """The vCPUs of a VM that `up` is not told: GDRCOPY_VM_CPUS, which make test sets to 1 while two scenarios run at
-    once (two TCG VMs of two vCPUs each on a 2-core controller fight for the cores; one each keeps both cores busy,
-    one VM each), else 2 where the controller has them."""
+    """The vCPUs of a VM that `up` is not told: GDRCOPY_VM_CPUS (to try one VM per core when running scenarios side by
+    side, which on CI's 2 cores did not pay: docs/CI-HISTORY.md), else 2 where the controller has them."""
     value = os.environ.get("GDRCOPY_VM_CPUS") or ""
     if value:
         if not value.isdigit() or int(value) < 1:
