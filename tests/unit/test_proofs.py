@@ -29,6 +29,13 @@ def record(**kw):
     return json.dumps(kw)
 
 
+def test_the_total_leaves_out_what_ran_beside_the_other_steps(tmp_path, capsys):
+    timings = tmp_path / "timings.txt"
+    timings.write_text("lint  61s  rc=0\nvm-images  298s  rc=0\nunit  320s  rc=0\n")
+    assert proofs.main(["--timings", str(timings), "--log", str(tmp_path / "none"), "--readme", str(REPO / "README.md")]) == 0
+    assert "total 381s (6.3 min)" in capsys.readouterr().out
+
+
 def test_the_readme_rows_name_where_each_case_is_proven():
     rows = proofs.fault_rows(README)
     assert {c: r["places"] for c, r in rows.items()} == {3: ["unit", "image"], 6: ["unit", "secureboot"], 9: ["image"]}
