@@ -22,7 +22,7 @@ PROOF_LOG := $(CURDIR)/.cache/proofs.jsonl
 
 help:
 	@echo "make demo   - boot a throwaway VM, run site.yml against it, print the host's status"
-	@echo "make test   - lint, unit tests, the collection, the ansible-core matrix, every molecule scenario on real"
+	@echo "make test   - lint, unit tests, the collection, the ansible-core matrix, the molecule scenarios on real"
 	@echo "              Debian 12 and 13 kernels in QEMU, then the table of what was proven (what CI runs)"
 	@echo "make test-all - make test with the lifecycle scenario too (past CI's 90 minutes for now)"
 	@echo "make lint | unit | collection | matrix | molecule [SCENARIO=name] | proofs | timings | clean"
