@@ -3,7 +3,7 @@
 # Copyright (c) 2026 gdrcopy-ansible contributors
 """The build pipeline of one host: libgdrapi and gdrdrv, from the verified tarball to the installed files.
 
-    plan  -> build (lib and gdrdrv per kernel, side by side; all or nothing, stamped) -> install the library (staged, swapped)
+    plan  -> build (lib, then gdrdrv per kernel; all or nothing, stamped) -> install the library (staged, swapped)
           -> sign every gdrdrv (one sign_command argv) -> install gdrdrv per kernel (temporary file, rename) -> depmod
 
 Two callers run it: the gdrcopy_build module (the gdrcopy role) and the kernel postinst hook
@@ -33,7 +33,6 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 # The fixed places of the project on a host: the one source. The modules import them, the roles and playbooks read
 # them through the lookup gpufleet.gdrcopy.paths, the kernel hook through this file; tests/unit/test_paths.py fails
@@ -633,7 +632,7 @@ def converge(spec, kernels, lib=None, install=True, check=False, modules_root=MO
         raise
 
 
-def _build(spec, build_dir, stamp, argv, what, take, check, run, say=lambda msg: None, kernel=None):
+def _build(spec, build_dir, stamp, argv, what, take, check, run, say, kernel=None):
     """One needed build: taken from another host's build when one is offered (compiled when that fails), else
     compiled. Returns the row's state."""
     if take:
@@ -652,38 +651,6 @@ def _build(spec, build_dir, stamp, argv, what, take, check, run, say=lambda msg:
 
 
 PREDICTED = ("would build", "would take")
-
-
-def build_workers(jobs, cpus=None):
-    """How many builds run at once: one per CPU, at most one per build. A gdrdrv compile is one C file, so builds
-    side by side use the cores that `make -j` within one cannot (two kernels under QEMU's TCG: 80 -> 40 s)."""
-    return max(1, min(jobs, cpus or os.cpu_count() or 1))
-
-
-def build_side_by_side(jobs, say, workers):
-    """Run the builds of jobs [(kernel or None for the library, _build's arguments)] up to `workers` at once.
-    Returns ([(kernel, state)] of those that succeeded, in the jobs' order, the first failure in that order or
-    None) once all ended; their messages are said in the jobs' order too. A build that succeeded beside one that
-    failed is kept for the next run; the caller installs nothing."""
-    def one(job):
-        said = []
-        try:
-            return said, _build(*job[1], say=said.append, kernel=job[0]), None
-        except PipelineError as e:
-            return said, None, e
-    if workers > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(one, jobs))
-    else:
-        outcomes = [one(job) for job in jobs]
-    done = []
-    for job, (said, state, error) in zip(jobs, outcomes):
-        for msg in said:
-            say(msg)
-        if error is None:
-            done.append((job[0], state))
-    failed = [outcome[2] for outcome in outcomes if outcome[2] is not None]
-    return done, (failed[0] if failed else None)
 
 
 def _lap(result, step, since):
@@ -715,26 +682,18 @@ def _converge(spec, kernels, lib, install, check, modules_root, run, say, result
         fail("no headers for %s (%s/<kernel>/build): install them, then run again; nothing was built or installed"
              % (", ".join(no_headers), modules_root))
 
-    # 1. builds: the library and gdrdrv for each kernel, side by side. Each is all or nothing (its own directory);
-    # none is installed before all succeeded.
-    jobs = []
+    # 1. builds: the library, then gdrdrv for each kernel. Each is all or nothing; none installed before all are.
     if lib and p["lib"]["build"] == "needed":
-        jobs.append((None, (spec, lib["dir"], lib["stamp"], lib_build_argv(spec, lib), "libgdrapi",
-                            takes.get(lib["dir"]), check, run)))
-    for k in p["kernels"]:
-        if k["build"] == "needed":
-            jobs.append((k["kernel"], (spec, k["build_dir"], driver_stamp(spec, k["kernel"]),
-                                       driver_build_argv(spec, k["kernel"]), "gdrdrv", takes.get(k["build_dir"]),
-                                       check, run)))
-    done, error = build_side_by_side(jobs, say, build_workers(len(jobs)))
-    for kernel, state in done:
-        if kernel is None:
-            result["lib"]["build"] = state
-        else:
-            rows[kernel]["build"] = state
+        result["lib"]["build"] = _build(spec, lib["dir"], lib["stamp"], lib_build_argv(spec, lib), "libgdrapi",
+                                        takes.get(lib["dir"]), check, run, say)
         result["changed"] = True
-    if error is not None:
-        raise error
+    for k in p["kernels"]:
+        if k["build"] != "needed":
+            continue
+        rows[k["kernel"]]["build"] = _build(spec, k["build_dir"], driver_stamp(spec, k["kernel"]),
+                                            driver_build_argv(spec, k["kernel"]), "gdrdrv",
+                                            takes.get(k["build_dir"]), check, run, say, k["kernel"])
+        result["changed"] = True
     t = _lap(result, "build", t)
     if pack and not check:
         for entry in pack["builds"]:

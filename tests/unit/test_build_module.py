@@ -266,40 +266,6 @@ def test_a_failed_build_installs_nothing(host):
     assert (tree(host["modules"]), tree(host["params"]["lib"]["install_dir"])) == before
 
 
-def test_a_kernel_whose_build_fails_stops_the_install_and_the_other_kernels_build_is_kept(host):
-    """The builds run side by side: K2's fails (its Makefile says so for that release), K1's finishes and stays
-    built for the next run, and nothing is installed."""
-    kbuild = STUB_KBUILD + "\tif [ '$(KVER)' = '%s' ]; then echo 'gdrdrv.c:1: error: not for this kernel' >&2; exit 2; fi\n" % K2
-    tarball, sha = make_tarball(host["tmp"], kbuild=kbuild, name="half")
-    driver = dict(host["params"]["driver"], tarball=str(tarball),
-                  stamp_base=dict(host["params"]["driver"]["stamp_base"], sha256=sha))
-    lib = dict(host["params"]["lib"], stamp=dict(host["params"]["lib"]["stamp"], sha256=sha))
-    result, error = call(host, driver=driver, lib=lib)
-    assert error.startswith(f"the gdrdrv build for {K2} failed: ") and "not for this kernel" in error, error
-    assert rows(result)[K1][0] == "built" and result["lib"]["build"] == "built"
-    assert not installed(host, K1).exists() and not installed(host, K2).exists()
-    again, error = call(host, driver=driver, lib=lib, kernels=[K1])  # K1 alone: its build is there, no compile
-    assert error is None and rows(again)[K1][0] == "current" and installed(host, K1).exists(), (error, again)
-
-
-def test_the_builds_of_a_call_run_side_by_side(host, monkeypatch):
-    """Two kernels and the library on a host of two CPUs: both gdrdrv builds are running at the same moment (a
-    barrier that only opens for two waiting builds; one after the other it would time out)."""
-    import threading
-    barrier = threading.Barrier(2, timeout=30)
-    real_run = subprocess.run
-
-    def run(argv, **kw):
-        if "driver" in argv and "make" in argv:
-            barrier.wait()
-        return real_run(argv, **kw)
-    monkeypatch.setattr(P.os, "cpu_count", lambda: 2)
-    result = P.converge(host["params"]["driver"], [K1, K2], modules_root=str(host["modules"]), run=run,
-                        install=False)
-    assert [r["build"] for r in result["kernels"]] == ["built", "built"]
-    assert P.build_workers(3, cpus=2) == 2 and P.build_workers(1, cpus=64) == 1 and P.build_workers(0) == 1
-
-
 def test_a_signer_that_fails_leaves_every_module_as_it_was(host):
     signer = host["tmp"] / "bad-sign"
     signer.write_text('#!/bin/sh\necho \'{"failed": true, "msg": "no sign-file for kernel %s"}\'\nexit 1\n' % K2)
