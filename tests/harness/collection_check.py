@@ -33,7 +33,7 @@ MISSING = re.compile(r"(plugin|lookup|filter|test|module|action|collection|role)
                      r"|could not find)", re.I)
 # Preflight's own stops on a controller without a GPU (the first that applies; docs/STATUS-REPORT.md).
 PREFLIGHT_STOPS = re.compile(r"no NVIDIA driver|NVIDIA kernel source|module loading is disabled|has no loadable"
-                             r" module support|is not supported: gdrcopy-ansible supports|gdrdrv cannot be built")
+                             r" module support|is not supported: gdrcopy-ansible has package tables|gdrdrv cannot be built")
 
 
 def run(cmd, cwd, env, timeout=900):
