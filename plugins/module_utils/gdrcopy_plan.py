@@ -150,8 +150,9 @@ def plan(info, kernels, mode, group, group_create, headers_query, source_query, 
         raise Blocked(
             "%s %s (OS family %s) is not supported: gdrcopy-ansible has package tables for the Debian family (proven "
             "on Debian 12 and 13; Ubuntu 22.04/24.04 unit-tested) and the RedHat family (EL 8/9, unit-tested), "
-            "README: Platforms. Leave this host out of the run (--limit). Nothing was changed." % (system.get("distribution") or "this OS", system.get("distribution_version") or "",
-                          system.get("os_family") or "unknown"))
+            "README: Platforms. Leave this host out of the run (--limit). Nothing was changed."
+            % (system.get("distribution") or "this OS", system.get("distribution_version") or "",
+               system.get("os_family") or "unknown"))
     chosen_backend = choose_backend(backend, info, mode, version, signer)
     upstream = info.get("upstream") or {}
     if chosen_backend["name"] == "dmabuf":
